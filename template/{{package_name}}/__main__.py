@@ -1,0 +1,5 @@
+"""`python -m` entry point."""
+
+from .core.cli import main
+
+main()

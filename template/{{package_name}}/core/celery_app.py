@@ -1,0 +1,42 @@
+"""The Celery application (not named celery.py, so it never shadows the library)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, signals
+
+from . import project
+from .config import build_config
+from .discovery import job_modules
+from .log import configure_logging
+from .queues import qualified_queue
+from .settings import Settings, get_settings
+
+
+def route_by_lane(
+    name: str, args: Any, kwargs: Any, options: dict[str, Any], task: Any = None, **_: Any
+) -> dict[str, str] | None:
+    """Send a job to the namespaced queue of its lane."""
+    lane = getattr(task, "lane", None)
+    return {"queue": qualified_queue(lane)} if lane else None
+
+
+def create_app(settings: Settings | None = None) -> Celery:
+    """Build the Celery app from settings; jobs and crons are discovered, not listed."""
+    settings = settings or get_settings()
+    celery_app = Celery(project.PACKAGE)
+    celery_app.config_from_object(build_config(settings))
+    celery_app.conf.task_routes = (route_by_lane,)
+    celery_app.conf.include = job_modules()
+    return celery_app
+
+
+@signals.setup_logging.connect
+def _setup_logging(loglevel: str | None = None, **_: Any) -> None:
+    # Connecting here keeps Celery from reconfiguring logging; we log our own way.
+    settings = get_settings()
+    configure_logging(loglevel or settings.log_level, settings.log_format)
+
+
+app = create_app()

@@ -1,0 +1,165 @@
+"""The project's command line: `python -m <package>` or the `<package>` script."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from . import project
+from .errors import ProjectError
+
+app = typer.Typer(
+    name=project.PACKAGE.replace("_", "-"),
+    help=f"{project.PROJECT_NAME}: run workers, dispatch jobs and manage queues.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
+app.add_typer(queue_app, name="queue")
+
+log = logging.getLogger(__name__)
+
+LanesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--queue",
+        "-Q",
+        help="Lanes to consume, comma-separated (e.g. critical,default). Default: every lane.",
+    ),
+]
+
+
+@queue_app.command("work")
+def queue_work(
+    queue: LanesOption = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Worker processes. Default: one per CPU.", min=1)
+    ] = None,
+    pool: Annotated[
+        str | None,
+        typer.Option(help="prefork, solo, threads or gevent. Default: prefork (solo on Windows)."),
+    ] = None,
+    loglevel: Annotated[str | None, typer.Option(help="Log level. Default: LOG_LEVEL.")] = None,
+    prefetch: Annotated[
+        int | None,
+        typer.Option(
+            help="Messages reserved per process. Default: WORKER_PREFETCH_MULTIPLIER (1). "
+            "Raise it only on lanes of short tasks.",
+            min=1,
+        ),
+    ] = None,
+    pidfile: Annotated[
+        Path | None, typer.Option(help="Write the worker's PID here (for supervisors).")
+    ] = None,
+    hostname: Annotated[str | None, typer.Option(help="Worker node name.")] = None,
+) -> None:
+    """Start a worker on the given lanes. The worker never runs the scheduler."""
+    from .queues import parse_lanes
+    from .settings import get_settings
+    from .worker import POOLS, choose_pool, worker_argv
+
+    settings = get_settings()
+    if pool and pool not in POOLS:
+        raise ProjectError(f"Unknown pool {pool!r}; choose one of: {', '.join(POOLS)}.")
+    lanes = parse_lanes(queue)
+    choice = choose_pool(pool, sys.platform)
+
+    from .celery_app import app as celery_app
+
+    argv = worker_argv(
+        lanes=lanes,
+        loglevel=loglevel or settings.log_level,
+        pool=choice.pool,
+        concurrency=concurrency,
+        prefetch=prefetch,
+        pidfile=pidfile,
+        hostname=hostname,
+    )
+    if choice.note:
+        logging.getLogger(project.PACKAGE).warning(choice.note)
+        typer.echo(choice.note, err=True)
+    celery_app.worker_main(argv)
+
+
+@queue_app.command("dispatch")
+def queue_dispatch(
+    name: Annotated[str, typer.Argument(help="Job name, e.g. hello or billing.hello.")],
+    args: Annotated[str, typer.Option(help="Positional arguments as a JSON list.")] = "[]",
+    kwargs: Annotated[str, typer.Option(help="Keyword arguments as a JSON object.")] = "{}",
+    lane: Annotated[str | None, typer.Option(help="Another lane than the job's own.")] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(help="Wait up to this many seconds for the result (needs a result backend)."),
+    ] = None,
+) -> None:
+    """Put one job on its queue, and optionally wait for its result."""
+    from .discovery import import_jobs
+    from .jobs import Job
+    from .settings import get_settings
+
+    call_args = _json_arg("--args", args, list)
+    call_kwargs = _json_arg("--kwargs", kwargs, dict)
+    if wait is not None and get_settings().effective_result_backend is None:
+        raise ProjectError(
+            "--wait needs a result backend: set RESULT_BACKEND_URL (e.g. redis://localhost:6379/1)."
+        )
+    import_jobs()
+    from .celery_app import app as celery_app
+
+    jobs = {n: t for n, t in celery_app.tasks.items() if isinstance(t, Job)}
+    task = jobs.get(name) or jobs.get(f"{project.PACKAGE}.{name}")
+    if task is None:
+        known = ", ".join(sorted(jobs)) or "none"
+        raise ProjectError(f"No job named {name!r}. Known jobs: {known}.")
+    result = task.dispatch_with(args=call_args, kwargs=call_kwargs, lane=lane)
+    typer.echo(f"dispatched {task.name} id={result.id}")
+    if wait is not None:
+        from celery.exceptions import TimeoutError as ResultTimeout
+
+        try:
+            value = result.get(timeout=wait)
+        except ResultTimeout:
+            raise ProjectError(
+                f"No result within {wait:g} s. Is a worker running on lane "
+                f"{lane or task.lane!r}? Start one with: queue work --queue {lane or task.lane}"
+            ) from None
+        typer.echo(f"result {json.dumps(value, default=str)}")
+
+
+@queue_app.command("lanes")
+def queue_lanes() -> None:
+    """List the lanes and the queues they map to under QUEUE_NAMESPACE."""
+    from .queues import dead_letter_queue, qualified_queue
+
+    for lane in project.LANES:
+        typer.echo(
+            f"{lane:<12} queue={qualified_queue(lane)}  dead-letter={dead_letter_queue(lane)}"
+        )
+
+
+def _json_arg(flag: str, raw: str, kind: type) -> Any:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ProjectError(f"{flag} must be JSON ({exc.msg}).") from None
+    if not isinstance(value, kind):
+        raise ProjectError(f"{flag} must be a JSON {'list' if kind is list else 'object'}.")
+    return value
+
+
+def main() -> None:
+    """Run the CLI; expected errors print as one message and exit 1."""
+    try:
+        app()
+    except ProjectError as exc:
+        typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        typer.secho("Stopped by user.", fg=typer.colors.RED, err=True)
+        raise SystemExit(130) from None

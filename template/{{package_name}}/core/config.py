@@ -1,0 +1,97 @@
+"""The Celery configuration, built from Settings by one pure function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from kombu import Exchange, Queue
+
+from . import project
+from .queues import DEFAULT_LANE, qualified_queue
+from .settings import Settings
+
+# Publishing gives up after about two seconds, so a dispatch to a dead broker
+# fails fast instead of hanging the caller.
+PUBLISH_RETRY_POLICY = {
+    "max_retries": 3,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+
+
+def lane_queues(settings: Settings) -> list[Queue]:
+    """One durable queue per lane, each under the namespace."""
+    ns = settings.queue_namespace
+    queues = []
+    for lane in project.LANES:
+        name = qualified_queue(lane, ns)
+        queues.append(Queue(name, Exchange(name, type="direct"), routing_key=name, durable=True))
+    return queues
+
+
+def transport_options(settings: Settings) -> dict[str, Any]:
+    """Broker transport options for the effective broker."""
+    options: dict[str, Any] = {}
+    if settings.uses_visibility_timeout:
+        options["visibility_timeout"] = settings.visibility_timeout
+    if settings.broker_kind == "redis":
+        options["socket_connect_timeout"] = 5
+        options["socket_timeout"] = 30
+    if settings.broker_kind == "filesystem":
+        folder = Path(urlsplit(settings.effective_broker_url).path or ".broker")
+        options["data_folder_in"] = str(folder / "messages")
+        options["data_folder_out"] = str(folder / "messages")
+        options["processed_folder"] = str(folder / "processed")
+        options["store_processed"] = False
+    return options
+
+
+def build_config(settings: Settings) -> dict[str, Any]:
+    """Every Celery setting the project relies on, with its secure default."""
+    ns = settings.queue_namespace
+    broker_url = settings.effective_broker_url
+    if settings.broker_kind == "filesystem":
+        broker_url = "filesystem://"
+    backend = settings.effective_result_backend
+    return {
+        "broker_url": broker_url,
+        "broker_transport_options": transport_options(settings),
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 5,
+        "broker_channel_error_retry": True,
+        # JSON only, both ways: a pickle message is refused before it is decoded.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        # Acknowledge after the task ran, and give the message back when the
+        # worker process dies under it, so nothing is lost on a crash.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": settings.worker_prefetch_multiplier,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "task_soft_time_limit": settings.task_soft_time_limit,
+        "task_time_limit": settings.task_time_limit,
+        "worker_max_tasks_per_child": settings.worker_max_tasks_per_child,
+        "worker_max_memory_per_child": settings.worker_max_memory_per_child,
+        "task_publish_retry": True,
+        "task_publish_retry_policy": PUBLISH_RETRY_POLICY,
+        # Lanes are explicit: a message for an unknown queue is an error, not a new queue.
+        "task_queues": lane_queues(settings),
+        "task_default_queue": qualified_queue(DEFAULT_LANE, ns),
+        "task_default_exchange": qualified_queue(DEFAULT_LANE, ns),
+        "task_default_routing_key": qualified_queue(DEFAULT_LANE, ns),
+        "task_create_missing_queues": False,
+        "control_exchange": qualified_queue("celery", ns),
+        "event_exchange": qualified_queue("celeryev", ns),
+        "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,
+        "timezone": settings.timezone,
+        "enable_utc": True,
+        "result_backend": backend,
+        "result_expires": 3600 if backend else None,
+        "task_ignore_result": backend is None,
+    }

@@ -1,0 +1,34 @@
+"""The project's error tree: every expected failure is a ProjectError."""
+
+from __future__ import annotations
+
+
+class ProjectError(Exception):
+    """Root of the errors the CLI shows as a message, without a traceback."""
+
+
+class ConfigurationError(ProjectError):
+    """The settings cannot work together; the message says which to change."""
+
+
+class QueueUnavailableError(ProjectError):
+    """The broker could not take the message."""
+
+    def __init__(self, *, broker: str, reason: str) -> None:
+        self.broker = broker
+        self.reason = reason
+        super().__init__(
+            f"The broker at {broker} is unavailable ({reason}). The job was NOT queued. "
+            "Check that the broker is running and that BROKER_URL points at it, "
+            "then dispatch again."
+        )
+
+
+class UnknownLaneError(ProjectError):
+    """A job or command named a lane the project does not have."""
+
+    def __init__(self, *, lane: str, lanes: tuple[str, ...]) -> None:
+        super().__init__(
+            f"Unknown lane {lane!r}. The project's lanes are: {', '.join(lanes)}. "
+            "Lanes are set by the 'lanes' answer of the template (see .copier-answers.yml)."
+        )

@@ -1,0 +1,121 @@
+"""The @job decorator and the Job base class behind every job."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task
+from celery.result import AsyncResult
+
+from .celery_app import app
+from .dispatch import broker_guard
+from .queues import DEFAULT_LANE, check_lane, qualified_queue
+from .retry import retry_policy
+
+
+class Job(Task):
+    """A Celery task that knows its lane and dispatches through broker_guard."""
+
+    abstract = True
+    lane: str = DEFAULT_LANE
+    idempotent: bool = False
+
+    def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
+        """Queue the job on its lane; raises QueueUnavailableError when the broker is down."""
+        return self.dispatch_with(args=args, kwargs=kwargs)
+
+    def dispatch_with(
+        self,
+        *,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        lane: str | None = None,
+        **options: Any,
+    ) -> AsyncResult:
+        """Queue with Celery options (countdown, eta, ...) and optionally another lane."""
+        if lane is not None:
+            options["queue"] = qualified_queue(check_lane(lane))
+        with broker_guard():
+            return self.apply_async(args=tuple(args), kwargs=kwargs or {}, **options)
+
+
+def _as_function(obj: Callable[..., Any]) -> Callable[..., Any]:
+    """A class with `handle` becomes a function that runs a fresh instance's `handle`."""
+    if not inspect.isclass(obj):
+        return obj
+    handle = obj.handle
+    cls = obj
+
+    @functools.wraps(handle)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return cls().handle(*args, **kwargs)
+
+    params = list(inspect.signature(handle).parameters.values())[1:]
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__name__ = run.__qualname__ = cls.__name__
+    run.__module__ = cls.__module__
+    run.__doc__ = cls.__doc__
+    del run.__wrapped__
+    return run
+
+
+def default_job_name(obj: Callable[..., Any]) -> str:
+    """`<package>.jobs.billing.refund` gives the task name `<package>.billing.refund`."""
+    module = obj.__module__
+    package, _, rest = module.partition(".jobs.")
+    if not rest:
+        package, _, rest = module.partition(".crons.")
+    return f"{package}.{rest}" if rest else f"{module}.{obj.__name__}"
+
+
+def job(
+    obj: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    queue: str = DEFAULT_LANE,
+    retry_for: tuple[type[BaseException], ...] = (),
+    max_retries: int | None = None,
+    backoff: int | None = None,
+    backoff_max: int | None = None,
+    jitter: bool = True,
+    idempotent: bool = False,
+    soft_time_limit: int | None = None,
+    time_limit: int | None = None,
+    **options: Any,
+) -> Any:
+    """Register a job: a class with `handle(...)` or a function, on a lane.
+
+    The task name is the wire contract between producer and worker: give it
+    explicitly (`name="billing.send_invoice"`) or it is derived from the module.
+    Only `retry_for` errors are retried.
+    """
+
+    def register(target: Callable[..., Any]) -> Job:
+        fun = _as_function(target)
+        task_options: dict[str, Any] = {
+            **retry_policy(
+                retry_for,
+                max_retries=max_retries,
+                backoff=backoff,
+                backoff_max=backoff_max,
+                jitter=jitter,
+            ),
+            **options,
+        }
+        if soft_time_limit is not None:
+            task_options["soft_time_limit"] = soft_time_limit
+        if time_limit is not None:
+            task_options["time_limit"] = time_limit
+        return app.task(
+            fun,
+            name=name or default_job_name(fun),
+            base=Job,
+            lane=check_lane(queue),
+            idempotent=idempotent,
+            **task_options,
+        )
+
+    return register(obj) if obj is not None else register

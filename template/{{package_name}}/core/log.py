@@ -1,0 +1,56 @@
+"""Structured logging: JSON lines in production, with the task id and name inside a task."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+from celery._state import get_current_task
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(task_name)s %(task_id)s] %(message)s"
+
+
+class TaskContextFilter(logging.Filter):
+    """Adds `task_id` and `task_name` to every record (None outside a task)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        task = get_current_task()
+        request_id = getattr(task.request, "id", None) if task else None
+        record.task_id = request_id
+        record.task_name = task.name if task and request_id else None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "task_id": getattr(record, "task_id", None),
+            "task_name": getattr(record, "task_name", None),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def make_handler(fmt: str) -> logging.Handler:
+    """A stderr handler with the task context and the chosen format."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(TaskContextFilter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    return handler
+
+
+def configure_logging(level: str | int, fmt: str) -> None:
+    """Log through one structured handler, unless the application configured logging already."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(make_handler(fmt))
+    root.setLevel(level.upper() if isinstance(level, str) else level)

@@ -1,0 +1,36 @@
+"""Retries: only for transient errors, with exponential backoff, jitter and a cap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .settings import get_settings
+
+
+def retry_policy(
+    retry_for: tuple[type[BaseException], ...] = (),
+    *,
+    max_retries: int | None = None,
+    backoff: int | None = None,
+    backoff_max: int | None = None,
+    jitter: bool = True,
+) -> dict[str, Any]:
+    """Celery task options that retry `retry_for` errors; unset values come from settings.
+
+    Retry N waits about backoff * 2**(N-1) seconds, never more than backoff_max;
+    with jitter the wait is drawn at random below that, so retries of many tasks
+    do not hit a recovering service at once. Errors not listed fail at once.
+    """
+    settings = get_settings()
+    backoff = settings.task_retry_backoff if backoff is None else backoff
+    return {
+        "autoretry_for": tuple(retry_for),
+        "max_retries": settings.task_max_retries if max_retries is None else max_retries,
+        "retry_backoff": backoff,
+        # Celery waits default_retry_delay when backoff is 0; keep that wait the same.
+        "default_retry_delay": backoff,
+        "retry_backoff_max": (
+            settings.task_retry_backoff_max if backoff_max is None else backoff_max
+        ),
+        "retry_jitter": jitter,
+    }

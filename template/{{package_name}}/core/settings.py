@@ -1,0 +1,139 @@
+"""Settings from the environment and `.env`; effective values are properties."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from . import project
+from .errors import ConfigurationError
+
+LOCAL_REDIS = "redis://localhost:6379/0"
+DEFAULT_BROKER_URLS = {
+    "redis": LOCAL_REDIS,
+    "rabbitmq": "amqp://guest:guest@localhost:5672//",
+    "sqs": "sqs://",
+}
+
+BrokerKind = Literal["redis", "amqp", "sqs", "filesystem", "memory"]
+
+
+class Settings(BaseSettings):
+    """Every knob of the project, read from the environment or `.env`."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    broker_url: str = ""
+    result_backend_url: str = ""
+    lock_url: str = ""
+    queue_namespace: str = project.DEFAULT_NAMESPACE
+    visibility_timeout: int = Field(default=3600, gt=0)
+    task_soft_time_limit: int = Field(default=300, gt=0)
+    task_time_limit: int = Field(default=330, gt=0)
+    task_max_retries: int = Field(default=3, ge=0)
+    task_retry_backoff: int = Field(default=2, ge=0)
+    task_retry_backoff_max: int = Field(default=600, ge=0)
+    task_max_deliveries: int = Field(default=5, ge=1)
+    worker_prefetch_multiplier: int = Field(default=1, ge=1)
+    worker_max_tasks_per_child: int = Field(default=1000, ge=1)
+    worker_max_memory_per_child: int = Field(default=512_000, ge=1)
+    log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"
+    timezone: str = "UTC"
+
+    @property
+    def effective_broker_url(self) -> str:
+        """BROKER_URL, or the local development broker for this project's broker."""
+        return self.broker_url or DEFAULT_BROKER_URLS[project.BROKER]
+
+    @property
+    def effective_result_backend(self) -> str | None:
+        """RESULT_BACKEND_URL, or None: no result backend (fire-and-forget)."""
+        return self.result_backend_url or None
+
+    @property
+    def effective_lock_url(self) -> str:
+        """LOCK_URL, else the broker when it is Redis, else local Redis."""
+        if self.lock_url:
+            return self.lock_url
+        if self.broker_kind == "redis":
+            return self.effective_broker_url
+        return LOCAL_REDIS
+
+    @property
+    def broker_kind(self) -> BrokerKind:
+        """The transport family of the effective broker URL."""
+        scheme = urlsplit(self.effective_broker_url).scheme.split("+")[0]
+        if scheme in ("redis", "rediss", "sentinel"):
+            return "redis"
+        if scheme in ("amqp", "amqps", "pyamqp"):
+            return "amqp"
+        if scheme == "sqs":
+            return "sqs"
+        if scheme == "filesystem":
+            return "filesystem"
+        return "memory"
+
+    @property
+    def uses_visibility_timeout(self) -> bool:
+        """Redis and SQS redeliver unacknowledged messages after the visibility timeout."""
+        return self.broker_kind in ("redis", "sqs")
+
+    @property
+    def safe_broker_url(self) -> str:
+        """The broker URL with its password masked, fit for logs and messages."""
+        return mask_password(self.effective_broker_url)
+
+    @model_validator(mode="after")
+    def _limits_fit_together(self) -> Settings:
+        if self.task_soft_time_limit >= self.task_time_limit:
+            raise ValueError(
+                f"TASK_SOFT_TIME_LIMIT ({self.task_soft_time_limit} s) must be shorter than "
+                f"TASK_TIME_LIMIT ({self.task_time_limit} s), so a task can clean up "
+                "before it is killed."
+            )
+        if self.uses_visibility_timeout:
+            for name, value in (
+                ("TASK_TIME_LIMIT", self.task_time_limit),
+                ("TASK_RETRY_BACKOFF_MAX", self.task_retry_backoff_max),
+            ):
+                if self.visibility_timeout <= value:
+                    raise ValueError(
+                        f"VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must be longer than "
+                        f"{name} ({value} s): the broker would hand a task that is still "
+                        "running or waiting to retry to a second worker. Raise VISIBILITY_TIMEOUT "
+                        f"or lower {name}."
+                    )
+        return self
+
+
+def mask_password(url: str) -> str:
+    """Hide the password (or SQS secret) of a URL."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per wrong setting, named as in the environment."""
+    lines = []
+    for item in error.errors():
+        where = "_".join(str(part) for part in item["loc"]).upper()
+        message = item["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {message}" if where else message)
+    return "Invalid settings:\n  " + "\n  ".join(lines)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once; bad settings raise ConfigurationError."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigurationError(describe_validation_error(exc)) from None
