@@ -1,0 +1,50 @@
+"""Suite-wide fixtures: the template under test, rendered projects, and brokers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-copie resolves --template against the working directory; the
+    # template is this repository, wherever pytest is started from.
+    config.option.template = str(REPO_ROOT)
+
+
+RenderFn = Callable[..., Path]
+
+
+@pytest.fixture(scope="session")
+def render(copie_session: Any) -> RenderFn:
+    """Render the template once per distinct set of answers in a session."""
+    cache: dict[tuple[tuple[str, Any], ...], Path] = {}
+
+    def _render(**answers: Any) -> Path:
+        answers.setdefault("project_name", "billing")
+        key = tuple(sorted(answers.items()))
+        if key not in cache:
+            result = copie_session.copy(extra_answers=answers)
+            # pytest-copie turns any exception into exit_code -1: show the real one.
+            assert result.exception is None, repr(result.exception)
+            assert result.exit_code == 0
+            cache[key] = result.project_dir
+        return cache[key]
+
+    return _render
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return require_broker("redis", REDIS_URL)
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> str:
+    return require_broker("rabbitmq", RABBITMQ_URL)

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suite: brokers, rendered projects and workers."""

@@ -1,0 +1,39 @@
+"""Which brokers the suite can reach; under CI=true a missing broker fails, never skips."""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+REDIS_URL = os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+RABBITMQ_URL = os.environ.get("WORKERGEN_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+START_HINTS = {
+    "redis": "start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ''",
+    "rabbitmq": "start it with: rabbitmq-server -detached",
+}
+
+
+def port_open(url: str, timeout: float = 1.0) -> bool:
+    """True when something listens at the URL's host and port."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def require_broker(name: str, url: str) -> str:
+    """Return the URL when the broker answers; skip (or fail under CI=true) otherwise."""
+    if port_open(url):
+        return url
+    reason = f"{name} is not reachable at {url}; {START_HINTS.get(name, '')}"
+    if IN_CI:
+        pytest.fail(f"CI=true requires every broker: {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -1,0 +1,130 @@
+"""A rendered Redis project end to end: real Redis, real worker processes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.projects import Project, unique_namespace, wait_for_files
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+PACKAGE = "billing"
+
+
+@pytest.fixture
+def project(render, redis_url: str, tmp_path: Path) -> Project:
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace(),
+    )
+    proj.add_probe_job()
+    return proj
+
+
+def test_worker_runs_jobs_dispatched_from_another_process_on_default_and_named_lanes(
+    project: Project, tmp_path: Path
+) -> None:
+    done = tmp_path / "done"
+    done.mkdir()
+    with project.worker("--queue", "default,batch", "--concurrency", "2"):
+        project.dispatch_probes(done, [f"default-{i}" for i in range(5)])
+        project.dispatch_probes(done, [f"batch-{i}" for i in range(5)], lane="batch")
+        ran = wait_for_files(
+            done, [f"default-{i}" for i in range(5)] + [f"batch-{i}" for i in range(5)]
+        )
+    assert len(ran) == 10
+
+
+def test_a_worker_on_one_lane_leaves_other_lanes_alone(project: Project, tmp_path: Path) -> None:
+    done = tmp_path / "done"
+    done.mkdir()
+    with project.worker("--queue", "batch"):
+        project.dispatch_probes(done, ["on-default"])
+        project.dispatch_probes(done, ["on-batch"], lane="batch")
+        wait_for_files(done, ["on-batch"])
+        time.sleep(2)
+        assert not (done / "on-default").exists()
+    with project.worker("--queue", "default"):
+        wait_for_files(done, ["on-default"])
+
+
+def test_namespaces_keep_two_projects_on_one_redis_apart(
+    render, redis_url: str, tmp_path: Path
+) -> None:
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    a = Project.copy_of(
+        rendered,
+        tmp_path / "a",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace("a"),
+        PROBE_OWNER="a",
+    )
+    b = Project.copy_of(
+        rendered,
+        tmp_path / "b",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace("b"),
+        PROBE_OWNER="b",
+    )
+    for proj in (a, b):
+        proj.add_probe_job()
+    done = tmp_path / "done"
+    done.mkdir()
+    a_tokens = [f"a-{i}" for i in range(6)] + ["a-batch"]
+    b_tokens = [f"b-{i}" for i in range(6)] + ["b-batch"]
+    with a.worker(name="wa", PROBE_OWNER="a"), b.worker(name="wb", PROBE_OWNER="b"):
+        # Same package, same task names, same Redis: only the namespace differs.
+        a.dispatch_probes(done, a_tokens[:-1])
+        b.dispatch_probes(done, b_tokens[:-1])
+        a.dispatch_probes(done, a_tokens[-1:], lane="batch")
+        b.dispatch_probes(done, b_tokens[-1:], lane="batch")
+        ran = wait_for_files(done, a_tokens + b_tokens)
+    assert {token: owner for token, owner in ran.items()} == {
+        **{t: "a" for t in a_tokens},
+        **{t: "b" for t in b_tokens},
+    }
+
+
+def test_a_pickle_message_is_never_executed(project: Project, tmp_path: Path) -> None:
+    done = tmp_path / "done"
+    done.mkdir()
+    send_pickle = (
+        f"from {PACKAGE}.core.celery_app import app\n"
+        f"from {PACKAGE}.core.queues import qualified_queue\n"
+        f"app.send_task('{PACKAGE}.probe', args=[{str(done)!r}, 'pickled'],\n"
+        "              serializer='pickle', queue=qualified_queue('default'))\n"
+    )
+    sent = project.python(send_pickle)
+    assert sent.returncode == 0, sent.stderr
+    with project.worker("--queue", "default") as worker:
+        # A JSON job queued after it runs, so the worker got past the pickle message.
+        project.dispatch_probes(done, ["json-after"])
+        wait_for_files(done, ["json-after"])
+        log = worker.log()
+    assert not (done / "pickled").exists()
+    assert "pickle" in log.lower() or "disallowed" in log.lower(), log[-3000:]
+
+
+def test_dispatch_with_redis_down_raises_queue_unavailable_quickly(project: Project) -> None:
+    code = (
+        f"from {PACKAGE}.core import QueueUnavailableError\n"
+        f"from {PACKAGE}.jobs.probe import ProbeJob\n"
+        "try:\n"
+        "    ProbeJob.dispatch('/nonexistent', 'x')\n"
+        "except QueueUnavailableError as exc:\n"
+        "    print('UNAVAILABLE', exc)\n"
+    )
+    started = time.monotonic()
+    done = project.python(code, BROKER_URL="redis://127.0.0.1:9/0", timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "UNAVAILABLE" in done.stdout and "BROKER_URL" in done.stdout
+    assert elapsed < 20
