@@ -1,0 +1,131 @@
+"""Every error workergen raises on purpose.
+
+`UserMessageError` and its subclasses are expected: the CLI prints their
+message in red and exits 1, without a traceback. Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+
+class WorkergenError(Exception):
+    """Root of workergen's errors."""
+
+
+class UserMessageError(WorkergenError):
+    """An error whose message is meant for the user, shown without a traceback."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if hint is None else f"{message}\n{hint}")
+
+
+class TemplateNotFoundError(UserMessageError):
+    """The template shipped with workergen cannot be found."""
+
+    def __init__(self, *, searched: Sequence[Path]) -> None:
+        places = ", ".join(str(path) for path in searched)
+        super().__init__(
+            f"the workergen template was not found (looked for copier.yml in {places})",
+            hint="Reinstall workergen; the wheel ships the template as workergen/_template.",
+        )
+
+
+class QuestionsFileError(UserMessageError):
+    """copier.yml cannot be read as a list of questions."""
+
+    def __init__(self, *, path: Path, reason: str) -> None:
+        super().__init__(f"cannot read the questions in {path}: {reason}")
+
+
+class InvalidAnswerError(UserMessageError):
+    """An answer breaks the question's validator, type or choices."""
+
+    def __init__(
+        self, *, question: str, value: object, reason: str, flag: str | None, origin: str = ""
+    ) -> None:
+        self.question = question
+        self.value = value
+        self.reason = reason
+        hint = f"Pass a valid value with {flag}." if flag else None
+        shown = f"{value!r} ({origin})" if origin else repr(value)
+        super().__init__(f"invalid {question} {shown}: {reason}", hint=hint)
+
+
+class UnknownDataKeyError(UserMessageError):
+    """`--data` names a question copier.yml does not ask."""
+
+    def __init__(self, *, key: str, known: Iterable[str]) -> None:
+        super().__init__(
+            f"unknown question {key!r} in --data",
+            hint=f"Known questions: {', '.join(known)}.",
+        )
+
+
+class MalformedDataError(UserMessageError):
+    """`--data` is not of the form KEY=VALUE."""
+
+    def __init__(self, *, item: str) -> None:
+        super().__init__(
+            f"--data {item!r} is not of the form KEY=VALUE",
+            hint="For example: --data lanes=default,batch",
+        )
+
+
+class ConflictingAnswerError(UserMessageError):
+    """The same question was answered twice with different values."""
+
+    def __init__(self, *, question: str, flag: str, flag_value: object, data_value: object) -> None:
+        super().__init__(
+            f"{question} is given twice: {flag} {flag_value!r} and "
+            f"--data {question}={data_value!r}",
+            hint="Pass it once.",
+        )
+
+
+class MissingAnswersError(UserMessageError):
+    """Answers are missing and there is no terminal to ask them on."""
+
+    def __init__(self, *, flags: Sequence[str], can_default: bool) -> None:
+        self.flags = tuple(flags)
+        hint = f"Pass {', '.join(flags)}"
+        hint += ", or --defaults to accept the defaults." if can_default else "."
+        super().__init__("answers are missing and there is no terminal to ask them on", hint=hint)
+
+
+class InteractiveSessionError(UserMessageError):
+    """The terminal closed while a question was being asked."""
+
+    def __init__(self, *, question: str, flag: str | None) -> None:
+        hint = f"Pass {flag} to answer it without a prompt." if flag else None
+        super().__init__(f"the input ended while asking for {question}", hint=hint)
+
+
+class TargetNotEmptyError(UserMessageError):
+    """The target directory already holds files."""
+
+    def __init__(self, *, path: Path) -> None:
+        super().__init__(
+            f"{path} already exists and is not empty",
+            hint="Choose another path, or pass --force to write over the files there.",
+        )
+
+
+class TargetNotADirectoryError(UserMessageError):
+    """The target path exists and is not a directory."""
+
+    def __init__(self, *, path: Path) -> None:
+        super().__init__(f"{path} exists and is not a directory")
+
+
+class RenderError(UserMessageError):
+    """Copier failed while rendering; nothing was left on disk."""
+
+    def __init__(self, *, target: Path, reason: str) -> None:
+        super().__init__(
+            f"rendering {target} failed: {reason}",
+            hint="Nothing was written.",
+        )
