@@ -1,0 +1,5 @@
+"""`python -m workergen`."""
+
+from workergen.cli import main
+
+main()

@@ -1,0 +1,76 @@
+"""The `workergen` command line: wires the commands and handles their errors.
+
+Commands live in `workergen.commands`, one module each. Nothing imported here
+may import copier: `workergen --help` must stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from workergen.commands.new import new
+from workergen.errors import UserMessageError
+
+
+class WorkergenGroup(TyperGroup):
+    """The one exception boundary: expected errors become a red message and exit 1."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserMessageError as error:
+            typer.secho(f"Error: {error.message}", fg="red", err=True)
+            if error.hint:
+                typer.secho(error.hint, fg="red", err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            typer.secho("Execution stopped by user", fg="red", err=True)
+            raise typer.Exit(130) from None
+
+
+app = typer.Typer(
+    cls=WorkergenGroup,
+    name="workergen",
+    no_args_is_help=True,
+    add_completion=False,
+    # Plain help: formatting it with rich costs more than the rest of
+    # `workergen --help` put together.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _show_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("workergen")
+    except PackageNotFoundError:
+        installed = "unknown (not installed)"
+    typer.echo(f"workergen {installed}")
+    raise typer.Exit()
+
+
+@app.callback()
+def workergen(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Generate production-grade Celery worker projects."""
+
+
+app.command("new")(new)
+
+
+def main() -> None:
+    """Entry point of the `workergen` console script."""
+    app()

@@ -1,0 +1,1 @@
+"""One module per `workergen` command; `workergen.cli` wires them."""

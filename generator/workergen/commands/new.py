@@ -1,0 +1,121 @@
+"""`workergen new PATH`: create a worker project from the shipped template."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from workergen.answers import collect_answers, flag_for, make_environment, merge_given, parse_data
+from workergen.options import (
+    QUESTION_FLAGS,
+    Broker,
+    Data,
+    Defaults,
+    Description,
+    Force,
+    Lanes,
+    PackageName,
+    Pretend,
+    ProjectName,
+    QueueNamespace,
+    ResultBackend,
+    TargetPath,
+)
+from workergen.questions import Question, load_questionnaire
+from workergen.render import RenderedFile, check_target, render_project
+from workergen.template_source import locate_template
+
+
+def terminal_is_interactive() -> bool:
+    """Whether there is a person at a terminal to answer questions."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def new(
+    path: TargetPath,
+    name: ProjectName = None,
+    package: PackageName = None,
+    description: Description = None,
+    broker: Broker = None,
+    namespace: QueueNamespace = None,
+    lanes: Lanes = None,
+    result_backend: ResultBackend = None,
+    data: Data = None,
+    defaults: Defaults = False,
+    force: Force = False,
+    pretend: Pretend = False,
+) -> None:
+    """Create a worker project in PATH.
+
+    Questions not answered by a flag are asked on a terminal; without one,
+    pass them as flags or use --defaults.
+    """
+    target = path.expanduser().resolve()
+    # Refuse a bad target before asking anything.
+    check_target(target, force=force)
+
+    source = locate_template()
+    questionnaire = load_questionnaire(source.copier_yml)
+    given = merge_given(
+        questionnaire,
+        flags={
+            "project_name": name,
+            "package_name": package,
+            "description": description,
+            "broker": broker,
+            "queue_namespace": namespace,
+            "lanes": lanes,
+            "result_backend": result_backend,
+        },
+        data=parse_data(data or ()),
+        flag_names=QUESTION_FLAGS,
+    )
+    answers = collect_answers(
+        questionnaire,
+        given,
+        env=make_environment(questionnaire.envops),
+        use_defaults=defaults,
+        ask=_ask_on_terminal if terminal_is_interactive() else None,
+        flag_names=QUESTION_FLAGS,
+        fallback_defaults={"project_name": target.name},
+        base_context={"_folder_name": target.name},
+    )
+
+    files = render_project(source, target, answers, pretend=pretend)
+    if pretend:
+        typer.echo(f"Pretend run: nothing was written to {path}.")
+        return
+    _report(files, shown_path=path, package=str(answers.get("package_name", "")))
+
+
+def _ask_on_terminal(question: Question, default: Any, validate: Any) -> Any:
+    from workergen.prompts import ask_question
+
+    return ask_question(question, default, validate, flag=flag_for(question, QUESTION_FLAGS))
+
+
+def _report(files: Sequence[RenderedFile], *, shown_path: Path, package: str) -> None:
+    for file in files:
+        typer.echo(f"  {typer.style(file.action, fg='green')} {file.path}")
+    typer.echo(f"\nCreated {len(files)} files in {shown_path}.\n")
+    typer.echo("Next steps:")
+    for command in next_commands(shown_path, package):
+        typer.echo(f"  {command}")
+
+
+def next_commands(path: Path, package: str) -> list[str]:
+    """The commands that take a fresh project to a running worker."""
+    commands = []
+    if path.expanduser().resolve() != Path.cwd():
+        commands.append(f"cd {shlex.quote(str(path))}")
+    commands += [
+        "python -m pip install -e .",
+        f"python -m {package} --help",
+        f"python -m {package} queue work",
+    ]
+    return commands

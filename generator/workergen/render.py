@@ -1,0 +1,170 @@
+"""Rendering a project with copier, so that a failure leaves nothing behind.
+
+Copier renders into a staging directory beside the target; only when it has
+finished are the files moved into place. The answers are collected and
+validated before this module is called, so copier never prompts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from workergen.errors import RenderError, TargetNotADirectoryError, TargetNotEmptyError
+from workergen.template_source import TemplateSource
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """A file `render_project` put in place: its path in the project and what happened."""
+
+    path: PurePosixPath
+    action: str  # "create" or "overwrite"
+
+
+def check_target(target: Path, *, force: bool) -> None:
+    """Refuse a target that is a file, or a non-empty directory unless `force`."""
+    if not (target.exists() or target.is_symlink()):
+        return
+    if not target.is_dir():
+        raise TargetNotADirectoryError(path=target)
+    if not force and any(target.iterdir()):
+        raise TargetNotEmptyError(path=target)
+
+
+def render_project(
+    source: TemplateSource,
+    target: Path,
+    answers: Mapping[str, Any],
+    *,
+    pretend: bool = False,
+) -> list[RenderedFile]:
+    """Render the template into `target` with `answers`; return the files written.
+
+    With `pretend`, copier lists what it would write (on stderr) and nothing
+    is written at all.
+    """
+    target = target.absolute()
+    if pretend:
+        _run_copier(source, target, answers, pretend=True)
+        return []
+
+    new_dirs = _missing_dirs(target.parent)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.workergen-{secrets.token_hex(4)}"
+    staging.mkdir()
+    try:
+        _run_copier(source, staging, answers, pretend=False)
+        rendered = _list_files(staging, target)
+        _check_collisions(staging, target)
+        _move_into_place(staging, target)
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        for directory in new_dirs:
+            _remove_if_empty(directory)
+        if _is_render_failure(error):
+            raise RenderError(target=target, reason=str(error) or type(error).__name__) from error
+        raise
+    return rendered
+
+
+def _run_copier(
+    source: TemplateSource, destination: Path, answers: Mapping[str, Any], *, pretend: bool
+) -> None:
+    # Imported here: copier is slow to import and only rendering needs it.
+    from copier import Settings, run_copy
+    from copier.errors import DirtyLocalWarning
+
+    with warnings.catch_warnings():
+        # Rendering an editable install's uncommitted template is the point.
+        warnings.simplefilter("ignore", DirtyLocalWarning)
+        run_copy(
+            str(source.path),
+            destination,
+            data=dict(answers),
+            vcs_ref=source.vcs_ref,
+            # Empty settings: the user's copier defaults must not change what
+            # the same answers render.
+            settings=Settings(),
+            defaults=True,
+            unsafe=False,
+            overwrite=True,
+            cleanup_on_error=False,
+            quiet=not pretend,
+            pretend=pretend,
+        )
+
+
+def _is_render_failure(error: BaseException) -> bool:
+    from copier.errors import CopierError
+    from jinja2 import TemplateError
+
+    return isinstance(error, CopierError | TemplateError | OSError | ValueError)
+
+
+def _missing_dirs(directory: Path) -> list[Path]:
+    """The ancestors of `directory` (itself included) that do not exist, deepest first."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    return missing
+
+
+def _remove_if_empty(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+
+
+def _list_files(staging: Path, target: Path) -> list[RenderedFile]:
+    result = []
+    for path in sorted(staging.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        relative = path.relative_to(staging)
+        existing = target / relative
+        action = "overwrite" if existing.exists() or existing.is_symlink() else "create"
+        result.append(RenderedFile(path=PurePosixPath(relative.as_posix()), action=action))
+    return result
+
+
+def _check_collisions(staging: Path, target: Path) -> None:
+    """Fail before moving anything when a rendered path cannot replace what is there."""
+    if not target.exists():
+        return
+    for path in staging.rglob("*"):
+        existing = target / path.relative_to(staging)
+        is_dir = path.is_dir() and not path.is_symlink()
+        if is_dir and (existing.is_symlink() or (existing.exists() and not existing.is_dir())):
+            raise TargetNotADirectoryError(path=existing)
+        if not is_dir and existing.is_dir() and not existing.is_symlink():
+            raise RenderError(
+                target=target, reason=f"{existing} is a directory where the project has a file"
+            )
+
+
+def _move_into_place(staging: Path, target: Path) -> None:
+    if not target.exists():
+        # One rename: the project appears whole or not at all.
+        os.replace(staging, target)
+        return
+    # An existing (empty, or --force) target is filled in place rather than
+    # replaced, so that it keeps its identity (it may be the current directory).
+    _merge(staging, target)
+
+
+def _merge(source: Path, destination: Path) -> None:
+    for entry in source.iterdir():
+        counterpart = destination / entry.name
+        if entry.is_dir() and not entry.is_symlink() and counterpart.is_dir():
+            _merge(entry, counterpart)
+        else:
+            os.replace(entry, counterpart)
+    source.rmdir()

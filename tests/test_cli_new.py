@@ -1,0 +1,327 @@
+"""`workergen new`: answers from flags, defaults and prompts; refusals leave nothing behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+from workergen.cli import app
+from workergen.commands import new as new_command
+from workergen.template_source import TemplateSource
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def answers_of(project: Path) -> dict:
+    return yaml.safe_load((project / ".copier-answers.yml").read_text())
+
+
+def tree(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+# --- rendering -------------------------------------------------------------
+
+
+def test_defaults_render_a_project_named_after_its_directory(tmp_path: Path):
+    target = tmp_path / "billing"
+    result = run("new", str(target), "--defaults")
+
+    assert result.exit_code == 0, result.output
+    assert (target / "pyproject.toml").is_file()
+    assert (target / "billing").is_dir()
+    answers = answers_of(target)
+    assert answers["project_name"] == "billing"
+    assert answers["package_name"] == "billing"
+    assert answers["lanes"] == "critical,default,batch"
+    # Only the project is left: no staging directory beside it.
+    assert tree(tmp_path) == {"billing"} | {f"billing/{p}" for p in tree(target)}
+    assert "create pyproject.toml" in result.output
+    assert "python -m billing --help" in result.output
+    assert "python -m billing queue work" in result.output
+
+
+def test_flags_and_data_answer_the_questions(tmp_path: Path):
+    target = tmp_path / "shop"
+    result = run(
+        "new",
+        str(target),
+        "--name",
+        "Shop Front",
+        "--package",
+        "shopfront",
+        "--description",
+        "Sends invoices",
+        "--broker",
+        "redis",
+        "--namespace",
+        "",
+        "--lanes",
+        "default,emails",
+        "--data",
+        "result_backend=redis",
+    )
+
+    assert result.exit_code == 0, result.output
+    answers = answers_of(target)
+    assert answers["project_name"] == "Shop Front"
+    assert answers["package_name"] == "shopfront"
+    assert answers["description"] == "Sends invoices"
+    assert answers["queue_namespace"] == ""
+    assert answers["lanes"] == "default,emails"
+    assert answers["result_backend"] == "redis"
+    assert (target / "shopfront").is_dir()
+
+
+def test_missing_parent_directories_are_created(tmp_path: Path):
+    target = tmp_path / "a" / "b" / "billing"
+    result = run("new", str(target), "--defaults")
+    assert result.exit_code == 0, result.output
+    assert (target / ".copier-answers.yml").is_file()
+
+
+def test_an_empty_target_is_filled_without_force(tmp_path: Path):
+    target = tmp_path / "billing"
+    target.mkdir()
+    result = run("new", str(target), "--defaults")
+    assert result.exit_code == 0, result.output
+    assert (target / "pyproject.toml").is_file()
+
+
+def test_a_non_empty_target_is_refused_without_force(tmp_path: Path):
+    target = tmp_path / "billing"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine\n")
+
+    result = run("new", str(target), "--defaults")
+
+    assert result.exit_code == 1
+    assert "not empty" in result.output and "--force" in result.output
+    assert tree(tmp_path) == {"billing", "billing/notes.txt"}
+
+
+def test_force_writes_into_a_non_empty_target_and_keeps_other_files(tmp_path: Path):
+    target = tmp_path / "billing"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine\n")
+    (target / "pyproject.toml").write_text("old\n")
+
+    result = run("new", str(target), "--defaults", "--force")
+
+    assert result.exit_code == 0, result.output
+    assert (target / "notes.txt").read_text() == "mine\n"
+    assert (target / "pyproject.toml").read_text() != "old\n"
+    assert "overwrite pyproject.toml" in result.output
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_file_as_target_is_refused_even_with_force(tmp_path: Path):
+    target = tmp_path / "billing"
+    target.write_text("a file\n")
+    result = run("new", str(target), "--defaults", "--force")
+    assert result.exit_code == 1
+    assert "not a directory" in result.output
+    assert target.read_text() == "a file\n"
+
+
+def test_pretend_writes_nothing(tmp_path: Path):
+    target = tmp_path / "billing"
+    result = run("new", str(target), "--defaults", "--pretend")
+    assert result.exit_code == 0, result.output
+    assert "pyproject.toml" in result.output  # copier lists what it would write
+    assert "nothing was written" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- refusals --------------------------------------------------------------
+
+TEMPLATE_SYNTAX = "{{ 7*7 }}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--package", "class"], "Python keyword"),
+        (["--package", "1abc"], "lowercase Python identifier"),
+        (["--package", "my pkg"], "lowercase Python identifier"),
+        (["--package", "../evil"], "lowercase Python identifier"),
+        (["--name", "../evil"], "start with a letter"),
+        (["--name", "1abc"], "start with a letter"),
+        (["--name", TEMPLATE_SYNTAX], "template syntax"),
+        (["--package", TEMPLATE_SYNTAX], "template syntax"),
+        (["--description", TEMPLATE_SYNTAX], "template syntax"),
+        (["--namespace", TEMPLATE_SYNTAX], "template syntax"),
+        (["--lanes", TEMPLATE_SYNTAX], "template syntax"),
+        (["--data", f"description=x {TEMPLATE_SYNTAX}"], "template syntax"),
+        (["--lanes", "critical,batch"], "must include 'default'"),
+        (["--lanes", "default,dlq"], "invalid lane 'dlq'"),
+        (["--lanes", "default,default"], "only once"),
+        (["--namespace", "Ventas"], "queue namespace"),
+        (["--namespace", "../x"], "queue namespace"),
+        (["--broker", "kafka"], "must be one of"),
+        (["--result-backend", "memcached"], "must be one of"),
+        (["--data", "colour=red"], "Known questions: project_name"),
+        (["--data", "novalue"], "KEY=VALUE"),
+        (["--package", "one", "--data", "package_name=two"], "given twice"),
+    ],
+)
+def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path, args: list[str], message: str):
+    target = tmp_path / "billing"
+    result = run("new", str(target), "--defaults", *args)
+
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+    assert result.output.startswith("Error: ")
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_directory_name_that_is_no_project_name_asks_for_name(tmp_path: Path):
+    result = run("new", str(tmp_path / "1st"), "--defaults")
+    assert result.exit_code == 1
+    assert "invalid project_name '1st'" in result.output
+    assert "--name" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_terminal_missing_answers_fail_at_once_naming_flags(tmp_path: Path):
+    started = time.monotonic()
+    result = run("new", str(tmp_path / "billing"), "--name", "billing")
+
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 1
+    assert "no terminal" in result.output
+    for flag in ("--package", "--description", "--lanes", "--result-backend", "--defaults"):
+        assert flag in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_render_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A template that breaks while rendering, after some files are written.
+    template = tmp_path / "template-src"
+    (template / "t").mkdir(parents=True)
+    (template / "copier.yml").write_text(
+        textwrap.dedent("""\
+            _subdirectory: t
+            project_name:
+              type: str
+            """)
+    )
+    (template / "t" / "a.txt.jinja").write_text("{{ project_name }}\n")
+    (template / "t" / "z.txt.jinja").write_text("{{ project_name | no_such_filter }}\n")
+    monkeypatch.setattr(new_command, "locate_template", lambda: TemplateSource(template))
+    out = tmp_path / "out"
+    out.mkdir()
+
+    result = run("new", str(out / "deep" / "billing"), "--defaults")
+
+    assert result.exit_code == 1, result.output
+    assert "rendering" in result.output and "no_such_filter" in result.output
+    assert "Nothing was written" in result.output
+    assert list(out.iterdir()) == []
+
+
+def test_ctrl_c_stops_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(new_command, "render_project", interrupted)
+    result = run("new", str(tmp_path / "billing"), "--defaults")
+    assert result.exit_code == 130
+    assert "Execution stopped by user" in result.output
+
+
+# --- the terminal front end ------------------------------------------------
+
+ENTER = "\r"
+DOWN = "\x1b[B"
+BACKSPACE = "\x7f"
+
+
+def test_questions_are_asked_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Drive the real questionary prompts through a pipe, as keystrokes."""
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    monkeypatch.setattr(new_command, "terminal_is_interactive", lambda: True)
+    keystrokes = [
+        ENTER,  # project_name: accept the default, the directory's name
+        ENTER,  # package_name: accept "inter"
+        " and more" + ENTER,  # description: typed after the default
+        ENTER,  # broker: the default choice
+        ENTER,  # queue_namespace
+        # lanes: a trailing comma is refused by the validator, the prompt stays;
+        # erase it and accept.
+        "," + ENTER + BACKSPACE + ENTER,
+        DOWN + ENTER,  # result_backend: the second choice
+    ]
+    target = tmp_path / "inter"
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        pipe.send_text("".join(keystrokes))
+        result = run("new", str(target))
+
+    assert result.exit_code == 0, result.output
+    answers = answers_of(target)
+    assert answers["project_name"] == "inter"
+    assert answers["description"] == "Background workers for inter and more"
+    assert answers["lanes"] == "critical,default,batch"
+    assert answers["result_backend"] == "redis"
+
+
+def test_flags_are_not_asked_again_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    asked: list[str] = []
+
+    def ask(question, default, validate):
+        asked.append(question.name)
+        return default
+
+    monkeypatch.setattr(new_command, "terminal_is_interactive", lambda: True)
+    monkeypatch.setattr(new_command, "_ask_on_terminal", ask)
+    result = run("new", str(tmp_path / "billing"), "--package", "billing", "--lanes", "default")
+
+    assert result.exit_code == 0, result.output
+    assert asked == ["project_name", "description", "broker", "queue_namespace", "result_backend"]
+
+
+# --- the command line itself -----------------------------------------------
+
+
+def test_version():
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.output.startswith("workergen ")
+
+
+def test_help_lists_new_and_its_flags():
+    result = run("new", "--help")
+    assert result.exit_code == 0
+    for flag in ("--name", "--package", "--namespace", "--defaults", "--data", "--force"):
+        assert flag in result.output
+
+
+def test_help_does_not_import_copier():
+    code = textwrap.dedent("""\
+        import sys
+        from workergen.cli import app
+        try:
+            app(["--help"])
+        except SystemExit:
+            pass
+        heavy = sorted(m for m in ("copier", "jinja2", "questionary", "yaml") if m in sys.modules)
+        print("imported:", heavy, file=sys.stderr)
+        """)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert "imported: []" in result.stderr
