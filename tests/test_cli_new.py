@@ -90,6 +90,16 @@ def test_missing_parent_directories_are_created(tmp_path: Path):
     assert (target / ".copier-answers.yml").is_file()
 
 
+def test_the_current_directory_as_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    project = tmp_path / "billing"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    result = run("new", ".", "--defaults")
+    assert result.exit_code == 0, result.output
+    assert answers_of(project)["project_name"] == "billing"
+    assert "cd " not in result.output  # already there
+
+
 def test_an_empty_target_is_filled_without_force(tmp_path: Path):
     target = tmp_path / "billing"
     target.mkdir()
@@ -277,6 +287,25 @@ def test_questions_are_asked_on_a_terminal(tmp_path: Path, monkeypatch: pytest.M
     assert answers["description"] == "Background workers for inter and more"
     assert answers["lanes"] == "critical,default,batch"
     assert answers["result_backend"] == "redis"
+
+
+def test_input_ending_at_a_prompt_is_an_error_naming_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    monkeypatch.setattr(new_command, "terminal_is_interactive", lambda: True)
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        pipe.send_text(ENTER)  # project_name, then the input ends
+        pipe.close()
+        result = run("new", str(tmp_path / "billing"))
+
+    assert result.exit_code == 1, result.output
+    assert "input ended while asking for package_name" in result.output
+    assert "--package" in result.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_flags_are_not_asked_again_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -426,3 +426,10 @@ def test_collect_refuses_an_invalid_given_answer_before_asking_anything(question
             use_defaults=False,
             ask=ask,
         )
+
+
+def test_docs_describe_every_question_with_its_flag(questionnaire):
+    docs = (REPO / "docs" / "questions.md").read_text()
+    for question in questionnaire.asked:
+        flag = QUESTION_FLAGS.get(question.name, "--data")
+        assert f"| `{question.name}` | `{flag}` |" in docs, question.name
