@@ -1,0 +1,41 @@
+# Sourced by the other scripts: one virtual environment for workergen, its
+# tests and every project they render, created and kept up to date here.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${WORKERGEN_VENV:-$ROOT/.venv}"
+PY="$VENV/bin/python"
+
+pick_python() {
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+      "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"
+      return
+    fi
+  done
+  echo "workergen needs Python 3.11 or newer on PATH." >&2
+  exit 1
+}
+
+if [ ! -x "$PY" ]; then
+  echo "==> creating $VENV"
+  "$(pick_python)" -m venv "$VENV"
+fi
+stamp="$VENV/.workergen-installed"
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+  echo "==> installing workergen and its development tools"
+  "$PY" -m pip install --quiet --upgrade pip
+  "$PY" -m pip install --quiet -e "$ROOT[dev]"
+  touch "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"
+
+port_open() { "$PY" - "$1" <<'PYEOF'
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()
+except OSError:
+    sys.exit(1)
+PYEOF
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: sets up the environment, starts the local brokers that
+# are installed but not running, and runs pytest. Extra arguments go to pytest.
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+
+if ! port_open 6379 && command -v redis-server >/dev/null 2>&1; then
+  echo "==> starting Redis on 127.0.0.1:6379"
+  mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+fi
+if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
+  echo "==> starting RabbitMQ on 127.0.0.1:5672"
+  rabbitmq-server -detached || true
+  for _ in $(seq 60); do port_open 5672 && break; sleep 1; done
+fi
+
+cd "$ROOT"
+exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
