@@ -47,7 +47,7 @@ def test_defaults_render_a_project_named_after_its_directory(tmp_path: Path):
     # Only the project is left: no staging directory beside it.
     assert tree(tmp_path) == {"billing"} | {f"billing/{p}" for p in tree(target)}
     assert "create pyproject.toml" in result.output
-    assert "python -m billing --help" in result.output
+    assert "python -m billing queue dispatch hello" in result.output
     assert "python -m billing queue work" in result.output
 
 

@@ -114,8 +114,9 @@ def next_commands(path: Path, package: str) -> list[str]:
     if path.expanduser().resolve() != Path.cwd():
         commands.append(f"cd {shlex.quote(str(path))}")
     commands += [
-        "python -m pip install -e .",
-        f"python -m {package} --help",
-        f"python -m {package} queue work",
+        "python -m pip install -e '.[dev]'",
+        "cp .env.example .env",
+        f"python -m {package} queue work                # in one terminal",
+        f"python -m {package} queue dispatch hello      # in another",
     ]
     return commands
