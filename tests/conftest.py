@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from typer.testing import CliRunner
+
 from workergen.cli import app
 from workergen.commands import new as new_command
 from workergen.template_source import TemplateSource

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.projects import Project, unique_namespace, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -13,18 +14,24 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 PACKAGE = "billing"
 
 
-@pytest.fixture
-def project(render, redis_url: str, tmp_path: Path) -> Project:
+def redis_project(render, redis_url: str, dest: Path, prefix: str = "t", **env: str) -> Project:
+    """A copy of the rendered Redis project with the probe job, on its own namespace."""
     rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
     proj = Project.copy_of(
         rendered,
-        tmp_path / "billing",
+        dest,
         PACKAGE,
         BROKER_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace(),
+        QUEUE_NAMESPACE=unique_namespace(prefix),
+        **env,
     )
     proj.add_probe_job()
     return proj
+
+
+@pytest.fixture
+def project(render, redis_url: str, tmp_path: Path) -> Project:
+    return redis_project(render, redis_url, tmp_path / "billing")
 
 
 def test_worker_runs_jobs_dispatched_from_another_process_on_default_and_named_lanes(
@@ -57,31 +64,14 @@ def test_a_worker_on_one_lane_leaves_other_lanes_alone(project: Project, tmp_pat
 def test_namespaces_keep_two_projects_on_one_redis_apart(
     render, redis_url: str, tmp_path: Path
 ) -> None:
-    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
-    a = Project.copy_of(
-        rendered,
-        tmp_path / "a",
-        PACKAGE,
-        BROKER_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace("a"),
-        PROBE_OWNER="a",
-    )
-    b = Project.copy_of(
-        rendered,
-        tmp_path / "b",
-        PACKAGE,
-        BROKER_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace("b"),
-        PROBE_OWNER="b",
-    )
-    for proj in (a, b):
-        proj.add_probe_job()
+    # Same package, same task names, same Redis: only the namespace differs.
+    a = redis_project(render, redis_url, tmp_path / "a", "a", PROBE_OWNER="a")
+    b = redis_project(render, redis_url, tmp_path / "b", "b", PROBE_OWNER="b")
     done = tmp_path / "done"
     done.mkdir()
     a_tokens = [f"a-{i}" for i in range(6)] + ["a-batch"]
     b_tokens = [f"b-{i}" for i in range(6)] + ["b-batch"]
     with a.worker(name="wa", PROBE_OWNER="a"), b.worker(name="wb", PROBE_OWNER="b"):
-        # Same package, same task names, same Redis: only the namespace differs.
         a.dispatch_probes(done, a_tokens[:-1])
         b.dispatch_probes(done, b_tokens[:-1])
         a.dispatch_probes(done, a_tokens[-1:], lane="batch")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from workergen.answers import (
     MISSING,
     answer_problem,
