@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from . import project
+from .dlq_cli import dlq_app
 from .errors import ProjectError
 
 app = typer.Typer(
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
+app.add_typer(dlq_app, name="dlq")
 
 log = logging.getLogger(__name__)
 
