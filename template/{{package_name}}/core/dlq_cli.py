@@ -83,7 +83,9 @@ def dlq_show(letter_id: Annotated[str, typer.Argument(help="The id `dlq list` sh
 @dlq_app.command("replay")
 def dlq_replay(
     letter_id: Annotated[str | None, typer.Argument(help="The id `dlq list` shows.")] = None,
-    replay_all: Annotated[bool, typer.Option("--all", help="Every replayable dead letter.")] = False,
+    replay_all: Annotated[
+        bool, typer.Option("--all", help="Every replayable dead letter.")
+    ] = False,
     lane: LaneOption = None,
 ) -> None:
     """Put a job back on its lane with fresh attempts (after fixing what made it fail)."""
