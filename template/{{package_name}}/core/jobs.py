@@ -14,7 +14,7 @@ from . import project
 from .celery_app import app
 from .deadletter import utcnow
 from .dispatch import broker_guard
-from .queues import DEFAULT_LANE, check_lane, qualified_queue
+from .queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
 from .retry import retry_policy
 
 
@@ -32,6 +32,11 @@ class Job(Task):
         headers = dict(self.request.headers or {})
         headers.setdefault("first_failed_at", self.request.get("first_failed_at") or utcnow())
         options["headers"] = {**headers, **options.get("headers", {})}
+        # Back on the lane it came from (it may have been dispatched to another
+        # lane than the job's own; delayed routing keys carry a prefix).
+        lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"))
+        if lane and "queue" not in options:
+            options["queue"] = qualified_queue(lane)
         return super().retry(*args, **options)
 
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
