@@ -65,7 +65,8 @@ def require_clean_git(root: Path) -> None:
         git(root, "rev-parse", "--verify", "--quiet", "HEAD")
     except (subprocess.CalledProcessError, FileNotFoundError):
         raise NotAGitRepositoryError(project=root) from None
-    changed = _status_paths(git(root, "status", "--porcelain=v1", "-z", "--", "."))
+    # The whole repository: copier refuses any uncommitted change in it.
+    changed = _status_paths(git(root, "status", "--porcelain=v1", "-z"))
     if changed:
         raise DirtyProjectError(project=root, files=changed)
 
