@@ -115,11 +115,15 @@ def answers_of(project: Path) -> dict:
     return yaml.safe_load((project / ".copier-answers.yml").read_text())
 
 
+# Answers an update must keep (copier runs it with defaults for new questions only).
+NON_DEFAULT_ANSWERS = ("--lanes", "critical,default", "--namespace", "ventas")
+
+
 def new_project(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`workergen new` from the shipped template, recording `repo`; committed."""
     monkeypatch.setenv("WORKERGEN_TEMPLATE_URL", str(repo))
     project = tmp_path / "billing"
-    result = run(tmp_path, "new", str(project), "--defaults")
+    result = run(tmp_path, "new", str(project), "--defaults", *NON_DEFAULT_ANSWERS)
     assert result.exit_code == 0, result.output
     git(project, "init", "-q")
     commit_all(project, "Generated project")
@@ -253,8 +257,10 @@ def test_update_brings_template_fixes_and_keeps_user_work(
     assert "Greet a customer" in hello.read_text()
     assert "new in the template" not in hello.read_text()
     assert (project / "billing" / "jobs" / "send_invoice.py").read_text() == SEND_INVOICE
-    assert answers_of(project)["_commit"] == V2
-    assert answers_of(project)["_src_path"] == str(repo)
+    answers = answers_of(project)
+    assert answers["_commit"] == V2
+    assert answers["_src_path"] == str(repo)
+    assert (answers["lanes"], answers["queue_namespace"]) == ("critical,default", "ventas")
     assert not list(project.rglob("*.rej"))
     project_tests_pass(project)
 
@@ -313,6 +319,25 @@ def test_pretend_shows_the_update_and_changes_nothing(
     assert answers_of(project)["_commit"] == V1
 
 
+def test_update_to_a_chosen_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    repo = make_template_repo(tmp_path)
+    project = new_project(tmp_path, repo, monkeypatch)
+    release(repo, V2, ("README.md.jinja", fix_readme))
+    v3 = release_tag(f"{_next.major}.{_next.minor + 2}.0")
+    release(repo, v3, ("{{package_name}}/core/errors.py", fix_core_errors))
+
+    result = run(project, "update", "--vcs-ref", V2)
+
+    assert result.exit_code == exit_codes.OK, result.output
+    assert answers_of(project)["_commit"] == V2
+    assert README_FIX in (project / "README.md").read_text()
+    assert not (project / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
+    commit_all(project, "Update to v2")
+    result = run(project, "check")
+    assert result.exit_code == exit_codes.UPDATE_AVAILABLE
+    assert f"latest:    {v3}" in result.output
+
+
 def test_an_update_never_removes_a_file_the_user_owns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -360,6 +385,7 @@ def test_plain_copier_update_works_in_a_project_from_workergen_new(
     assert done.returncode == 0, done.stderr
     assert README_FIX in (moved / "README.md").read_text()
     assert answers_of(moved)["_commit"] == V2
+    assert answers_of(moved)["lanes"] == "critical,default"
     assert answers_of(moved)["_src_path"] == str(repo)
 
 
