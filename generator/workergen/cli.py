@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from workergen.commands.make import make_cron, make_job
 from workergen.commands.new import new
 from workergen.errors import UserMessageError
 
@@ -69,6 +70,8 @@ def workergen(
 
 
 app.command("new")(new)
+app.command("make:job")(make_job)
+app.command("make:cron")(make_cron)
 
 
 def main() -> None:
