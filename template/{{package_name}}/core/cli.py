@@ -13,6 +13,7 @@ import typer
 from . import project
 from .errors import ProjectError
 from .make_cli import make_cron, make_job
+from .schedule_cli import schedule_app
 
 app = typer.Typer(
     name=project.PACKAGE.replace("_", "-"),
@@ -25,6 +26,7 @@ queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_
 app.add_typer(queue_app, name="queue")
 app.command("make:job")(make_job)
 app.command("make:cron")(make_cron)
+app.add_typer(schedule_app, name="schedule")
 
 log = logging.getLogger(__name__)
 
