@@ -241,9 +241,22 @@ def plan(root: Path, package: str, lanes: tuple[str, ...], request: MakeRequest)
     result.files.append(
         PlannedFile(name.test_path(), read_stub(root, f"{stub}_test.py.tmpl").substitute(values))
     )
+    for item in result.files:
+        check_line_length(request.name, item)
     if add:
         result.files += lane_updates(root, package, (*lanes, request.queue))
     return result
+
+
+def check_line_length(typed: str, item: PlannedFile) -> None:
+    """Refuse a name whose files would break the project's line limit (ruff would fail)."""
+    for number, line in enumerate(item.content.splitlines(), start=1):
+        if len(line) > LINE_LENGTH:
+            raise ScaffoldError(
+                f"{typed!r} is too long: line {number} of {item.path} would be {len(line)} "
+                f"characters (limit {LINE_LENGTH})",
+                hint="Choose a shorter name.",
+            )
 
 
 def check_paths(root: Path, planned: Plan) -> None:
