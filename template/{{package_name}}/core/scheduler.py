@@ -58,7 +58,11 @@ class LeaderScheduler(Scheduler):
             for entry in self.schedule.values():
                 entry.last_run_at = now
         else:
+            if not getattr(self, "_said_standby", False):
+                log.info("scheduler: standing by; another scheduler leads (%s)", self.leader.key)
+                self._said_standby = True
             return TICK_INTERVAL
+        self._said_standby = False
         return min(super().tick(*args, **kwargs), TICK_INTERVAL)
 
     def close(self) -> None:
