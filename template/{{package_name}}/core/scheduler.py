@@ -88,5 +88,11 @@ def is_due_now(schedule: Any, now: datetime) -> bool:
 
 def next_run(schedule: Any, now: datetime) -> datetime:
     """When a schedule fires next after `now`, to the second."""
-    exact = now + schedule.remaining_estimate(now)
+    from celery.schedules import crontab
+
+    if isinstance(schedule, crontab):
+        start, delta, _ = schedule.remaining_delta(now)
+        exact = start + delta
+    else:
+        exact = now + schedule.run_every
     return (exact + timedelta(microseconds=500_000)).replace(microsecond=0)
