@@ -270,3 +270,15 @@ def test_outside_a_project_it_says_so(entry: str, project: Path, tmp_path: Path)
     assert "is not inside a generated project" in result.output
     assert "workergen new" in result.output
     assert list(elsewhere.iterdir()) == []
+
+
+def test_workergen_asks_for_copier_update_when_the_project_predates_make_job(project: Path):
+    (project / "billing/core/scaffold.py").unlink()
+    before = snapshot(project)
+
+    result = run_make("workergen", project, "make:job", "invoice")
+
+    assert result.exit_code == 1
+    assert "has no scaffold.py" in result.output
+    assert "copier update" in result.output
+    assert snapshot(project) == before
