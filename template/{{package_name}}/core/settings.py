@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     task_max_retries: int = Field(default=3, ge=0)
     task_retry_backoff: int = Field(default=2, ge=0)
     task_retry_backoff_max: int = Field(default=600, ge=0)
+    idempotency_retention: int = Field(default=86_400, ge=1)
     task_max_deliveries: int = Field(default=5, ge=1)
     worker_prefetch_multiplier: int = Field(default=1, ge=1)
     worker_max_tasks_per_child: int = Field(default=1000, ge=1)
