@@ -151,24 +151,6 @@ def project_tests_pass(project: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-SEND_INVOICE = '''"""Send an invoice by email."""
-
-from billing.core import job
-
-
-@job(name="billing.send_invoice", queue="default")
-class SendInvoiceJob:
-    def handle(self, invoice_id: int) -> str:
-        return f"sent {invoice_id}"
-'''
-SEND_INVOICE_TEST = """from billing.jobs.send_invoice import SendInvoiceJob
-
-
-def test_send_invoice() -> None:
-    assert SendInvoiceJob(7) == "sent 7"
-"""
-
-
 # --- provenance ----------------------------------------------------------------
 
 
@@ -224,13 +206,16 @@ def test_update_brings_template_fixes_and_keeps_user_work(
     assert "on the latest template release" in result.output
 
     # The user's work: an edit to a file they own, a note in a template-owned
-    # file, and a job of their own (added by hand, as a user would).
+    # file, and a job of their own made by make:job.
     hello = project / "billing" / "jobs" / "hello.py"
     hello.write_text(hello.read_text().replace("Greet someone", "Greet a customer"))
     readme = project / "README.md"
     readme.write_text(readme.read_text() + "\n## Our notes\n\nInvoices go out at night.\n")
-    (project / "billing" / "jobs" / "send_invoice.py").write_text(SEND_INVOICE)
-    (project / "tests" / "jobs" / "test_send_invoice.py").write_text(SEND_INVOICE_TEST)
+    result = run(project, "make:job", "SendInvoice")
+    assert result.exit_code == 0, result.output
+    job_file = project / "billing" / "jobs" / "send_invoice.py"
+    job_test = project / "tests" / "jobs" / "test_send_invoice.py"
+    made = {job_file: job_file.read_text(), job_test: job_test.read_text()}
     commit_all(project, "Our work")
 
     result = run(project, "diff")
@@ -256,7 +241,7 @@ def test_update_brings_template_fixes_and_keeps_user_work(
     assert (project / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
     assert "Greet a customer" in hello.read_text()
     assert "new in the template" not in hello.read_text()
-    assert (project / "billing" / "jobs" / "send_invoice.py").read_text() == SEND_INVOICE
+    assert {path: path.read_text() for path in made} == made
     answers = answers_of(project)
     assert answers["_commit"] == V2
     assert answers["_src_path"] == str(repo)
