@@ -13,6 +13,8 @@ import typer
 from . import project
 from .dlq_cli import dlq_app
 from .errors import ProjectError
+from .make_cli import make_cron, make_job
+from .schedule_cli import schedule_app
 
 app = typer.Typer(
     name=project.PACKAGE.replace("_", "-"),
@@ -24,6 +26,9 @@ app = typer.Typer(
 queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
 app.add_typer(dlq_app, name="dlq")
+app.command("make:job")(make_job)
+app.command("make:cron")(make_cron)
+app.add_typer(schedule_app, name="schedule")
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,13 @@ class Job(Task):
             options["queue"] = qualified_queue(lane)
         return super().retry(*args, **options)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.idempotent and not self.request.called_directly:
+            from .idempotency import run_once
+
+            return run_once(self, args, kwargs, lambda: super(Job, self).__call__(*args, **kwargs))
+        return super().__call__(*args, **kwargs)
+
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
         """Queue the job on its lane; raises QueueUnavailableError when the broker is down."""
         return self.dispatch_with(args=args, kwargs=kwargs)
@@ -49,9 +56,12 @@ class Job(Task):
         args: tuple[Any, ...] | list[Any] = (),
         kwargs: dict[str, Any] | None = None,
         lane: str | None = None,
+        idempotency_key: str | None = None,
         **options: Any,
     ) -> AsyncResult:
         """Queue with Celery options (countdown, eta, ...) and optionally another lane."""
+        if idempotency_key is not None:
+            options["headers"] = {**options.get("headers", {}), "idempotency_key": idempotency_key}
         if lane is not None:
             options["queue"] = qualified_queue(check_lane(lane))
         with broker_guard():
