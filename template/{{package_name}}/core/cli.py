@@ -12,6 +12,7 @@ import typer
 
 from . import project
 from .errors import ProjectError
+from .provision_cli import queue_provision
 
 app = typer.Typer(
     name=project.PACKAGE.replace("_", "-"),
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
+queue_app.command("provision")(queue_provision)
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,10 @@ def queue_work(
         raise ProjectError(f"Unknown pool {pool!r}; choose one of: {', '.join(POOLS)}.")
     lanes = parse_lanes(queue)
     choice = choose_pool(pool, sys.platform)
+    if settings.broker_kind == "sqs":
+        from .provision import require_provisioned
+
+        require_provisioned(settings)
 
     from .celery_app import app as celery_app
 

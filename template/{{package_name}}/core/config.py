@@ -40,6 +40,11 @@ def transport_options(settings: Settings) -> dict[str, Any]:
     if settings.broker_kind == "redis":
         options["socket_connect_timeout"] = 5
         options["socket_timeout"] = 30
+    if settings.broker_kind == "sqs":
+        options["region"] = settings.sqs_region
+        options["is_secure"] = settings.effective_sqs_is_secure
+        # Long polling: one request waits up to 10 s for work instead of spinning.
+        options["wait_time_seconds"] = 10
     if settings.broker_kind == "filesystem":
         folder = Path(urlsplit(settings.effective_broker_url).path or ".broker")
         options["data_folder_in"] = str(folder / "messages")
@@ -91,7 +96,27 @@ def build_config(settings: Settings) -> dict[str, Any]:
         "worker_redirect_stdouts": False,
         "timezone": settings.timezone,
         "enable_utc": True,
+        **sqs_overrides(settings),
         "result_backend": backend,
         "result_expires": 3600 if backend else None,
         "task_ignore_result": backend is None,
+    }
+
+
+def sqs_overrides(settings: Settings) -> dict[str, Any]:
+    """What SQS needs changed: no broadcast, no events, and redrive does the dead-lettering.
+
+    SQS has no fanout for remote control or events. A failed or crashed task is
+    rejected without requeue, which leaves the message for SQS to redeliver until
+    the queue's redrive policy (maxReceiveCount) moves it to the dead-letter queue.
+    Requeueing would publish a fresh copy and reset the receive count.
+    """
+    if settings.broker_kind != "sqs":
+        return {}
+    return {
+        "worker_enable_remote_control": False,
+        "worker_send_task_events": False,
+        "task_send_sent_event": False,
+        "task_acks_on_failure": False,
+        "task_reject_on_worker_lost": False,
     }
