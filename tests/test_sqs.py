@@ -198,11 +198,37 @@ def test_a_job_that_crashes_its_worker_is_dead_lettered_after_bounded_receives(
         f"from {PACKAGE}.jobs.failing import CrashJob\nCrashJob.dispatch({str(done)!r})\n"
     )
     assert dispatch.returncode == 0, dispatch.stderr
-    with project.worker("--queue", "default", "--concurrency", "1"):
-        dead = messages_in(client, f"{namespace(project)}-default-dlq", wait=90)
+    with project.worker("--queue", "default", "--concurrency", "1") as worker:
+        dead = messages_in(client, f"{namespace(project)}-default-dlq", wait=150)
         project.dispatch_probes(done, ["after-crash"])
         wait_for_files(done, ["after-crash"])
-    assert len(dead) == 1
+        log = worker.log()
+    assert len(dead) == 1, log[-4000:]
     assert f"{PACKAGE}.crash" in decoded(dead[0])
     attempts = (done / "crash-attempts").read_text().count("x")
     assert 1 <= attempts <= MAX_DELIVERIES
+
+
+def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
+    project: Project, tmp_path: Path, sqs_url: str
+) -> None:
+    provision(project)
+    done = tmp_path / "done"
+    done.mkdir()
+    send_pickle = (
+        f"from {PACKAGE}.core.celery_app import app\n"
+        f"from {PACKAGE}.core.queues import qualified_queue\n"
+        f"app.send_task('{PACKAGE}.probe', args=[{str(done)!r}, 'pickled'],\n"
+        "              serializer='pickle', queue=qualified_queue('default'))\n"
+    )
+    sent = project.python(send_pickle)
+    assert sent.returncode == 0, sent.stderr
+    client = sqs_client(sqs_url)
+    with project.worker("--queue", "default") as worker:
+        project.dispatch_probes(done, ["json-after"])
+        wait_for_files(done, ["json-after"])
+        dead = messages_in(client, f"{namespace(project)}-default-dlq", wait=150)
+        log = worker.log()
+    assert not (done / "pickled").exists()
+    assert len(dead) == 1, log[-4000:]
+    assert "pickle" in decoded(dead[0])
