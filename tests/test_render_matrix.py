@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BROKERS = ["redis"]
+BROKERS = ["redis", "sqs"]
 RESULT_BACKENDS = ["none", "redis"]
 NAMESPACES = ["", "ventas"]
 
