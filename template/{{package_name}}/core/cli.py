@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from . import project
+from .dlq_cli import dlq_app
 from .errors import ProjectError
 from .provision_cli import queue_provision
 
@@ -24,6 +25,7 @@ app = typer.Typer(
 queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
 queue_app.command("provision")(queue_provision)
+app.add_typer(dlq_app, name="dlq")
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from kombu import Exchange, Queue
 
 from . import project
-from .queues import DEFAULT_LANE, qualified_queue
+from .queues import DEFAULT_LANE, dead_letter_queue, qualified_queue
 from .settings import Settings
 
 # Publishing gives up after about two seconds, so a dispatch to a dead broker
@@ -22,12 +22,68 @@ PUBLISH_RETRY_POLICY = {
 }
 
 
+def lane_queue_arguments(settings: Settings, lane: str) -> dict[str, Any]:
+    """RabbitMQ arguments of a lane's queue: where its dead letters go, and its type.
+
+    A message the worker rejects without requeue (failed for good, refused
+    content, unknown job) is routed by the broker to the lane's dead-letter
+    queue. A quorum queue also counts deliveries and dead-letters a message
+    delivered more than TASK_MAX_DELIVERIES times (it keeps killing its worker).
+    """
+    if settings.broker_kind != "amqp":
+        return {}
+    dead_letters = dead_letter_queue(lane, settings.queue_namespace)
+    arguments: dict[str, Any] = {
+        "x-dead-letter-exchange": dead_letters,
+        "x-dead-letter-routing-key": dead_letters,
+    }
+    if project.QUEUE_TYPE == "quorum":
+        arguments.update(
+            {
+                "x-queue-type": "quorum",
+                # RabbitMQ dead-letters once the count of returns exceeds the
+                # limit, so N deliveries in all means a limit of N - 1.
+                "x-delivery-limit": settings.task_max_deliveries - 1,
+                # Dead-letter with confirms inside the broker: never dropped on the way.
+                "x-dead-letter-strategy": "at-least-once",
+                "x-overflow": "reject-publish",
+            }
+        )
+    return arguments
+
+
+def lane_exchange_type() -> str:
+    """Quorum lanes use topic exchanges: Celery's native delayed delivery needs them."""
+    return "topic" if project.QUEUE_TYPE == "quorum" else "direct"
+
+
 def lane_queues(settings: Settings) -> list[Queue]:
     """One durable queue per lane, each under the namespace."""
     ns = settings.queue_namespace
     queues = []
     for lane in project.LANES:
         name = qualified_queue(lane, ns)
+        queues.append(
+            Queue(
+                name,
+                Exchange(name, type=lane_exchange_type()),
+                routing_key=name,
+                durable=True,
+                queue_arguments=lane_queue_arguments(settings, lane) or None,
+            )
+        )
+    return queues
+
+
+def dead_letter_queues(settings: Settings) -> list[Queue]:
+    """RabbitMQ: the dead-letter exchange and queue of every lane.
+
+    They are classic durable queues: listing dead letters hands them back to
+    the queue, which a quorum queue would count as failed deliveries.
+    """
+    queues = []
+    for lane in project.LANES:
+        name = dead_letter_queue(lane, settings.queue_namespace)
         queues.append(Queue(name, Exchange(name, type="direct"), routing_key=name, durable=True))
     return queues
 
@@ -40,6 +96,10 @@ def transport_options(settings: Settings) -> dict[str, Any]:
     if settings.broker_kind == "redis":
         options["socket_connect_timeout"] = 5
         options["socket_timeout"] = 30
+        options.update(recovery_options(settings))
+    if settings.broker_kind == "amqp":
+        # The broker confirms every publish: dispatch returns once RabbitMQ has the job.
+        options["confirm_publish"] = True
     if settings.broker_kind == "sqs":
         options["region"] = settings.sqs_region
         options["is_secure"] = settings.effective_sqs_is_secure
@@ -54,6 +114,25 @@ def transport_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
+def recovery_options(settings: Settings) -> dict[str, Any]:
+    """Redis: namespaced keys for unacknowledged messages and the workers holding them."""
+    ns = settings.queue_namespace
+    return {
+        "unacked_key": qualified_queue("unacked", ns),
+        "unacked_index_key": qualified_queue("unacked_index", ns),
+        "unacked_mutex_key": qualified_queue("unacked_mutex", ns),
+        "holders_prefix": qualified_queue("holders", ns),
+        "holder_ttl": settings.worker_heartbeat_ttl,
+    }
+
+
+def broker_transport(settings: Settings) -> str | None:
+    """Redis runs on the project's transport, which restores a dead worker's messages."""
+    if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
+        return f"{project.PACKAGE}.core.recovery:Transport"
+    return None
+
+
 def build_config(settings: Settings) -> dict[str, Any]:
     """Every Celery setting the project relies on, with its secure default."""
     ns = settings.queue_namespace
@@ -63,6 +142,7 @@ def build_config(settings: Settings) -> dict[str, Any]:
     backend = settings.effective_result_backend
     return {
         "broker_url": broker_url,
+        "broker_transport": broker_transport(settings),
         "broker_transport_options": transport_options(settings),
         "broker_connection_retry_on_startup": True,
         "broker_connection_timeout": 5,
@@ -76,6 +156,10 @@ def build_config(settings: Settings) -> dict[str, Any]:
         # worker process dies under it, so nothing is lost on a crash.
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
+        # A failure or a hard time limit is not acknowledged (which would drop the
+        # job) nor requeued (which would loop): the worker dead-letters it.
+        "task_acks_on_failure_or_timeout": False,
+        "worker_consumer": f"{project.PACKAGE}.core.consumer:DeadLetterConsumer",
         "worker_prefetch_multiplier": settings.worker_prefetch_multiplier,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "task_soft_time_limit": settings.task_soft_time_limit,
@@ -104,19 +188,11 @@ def build_config(settings: Settings) -> dict[str, Any]:
 
 
 def sqs_overrides(settings: Settings) -> dict[str, Any]:
-    """What SQS needs changed: no broadcast, no events, and redrive does the dead-lettering.
-
-    SQS has no fanout for remote control or events. A failed or crashed task is
-    rejected without requeue, which leaves the message for SQS to redeliver until
-    the queue's redrive policy (maxReceiveCount) moves it to the dead-letter queue.
-    Requeueing would publish a fresh copy and reset the receive count.
-    """
+    """SQS has no broadcast: no remote control (pidbox) and no events."""
     if settings.broker_kind != "sqs":
         return {}
     return {
         "worker_enable_remote_control": False,
         "worker_send_task_events": False,
         "task_send_sent_event": False,
-        "task_acks_on_failure": False,
-        "task_reject_on_worker_lost": False,
     }

@@ -10,7 +10,9 @@ from typing import Any
 from celery import Task
 from celery.result import AsyncResult
 
+from . import project
 from .celery_app import app
+from .deadletter import utcnow
 from .dispatch import broker_guard
 from .queues import DEFAULT_LANE, check_lane, qualified_queue
 from .retry import retry_policy
@@ -22,6 +24,15 @@ class Job(Task):
     abstract = True
     lane: str = DEFAULT_LANE
     idempotent: bool = False
+    # Failures, hard time limits and lost workers end in the dead-letter store.
+    Request = f"{project.PACKAGE}.core.deadlettering:DeadLetterRequest"
+
+    def retry(self, *args: Any, **options: Any) -> Any:
+        """Retry, carrying the time of the first failure to the job's dead letter."""
+        headers = dict(self.request.headers or {})
+        headers.setdefault("first_failed_at", self.request.get("first_failed_at") or utcnow())
+        options["headers"] = {**headers, **options.get("headers", {})}
+        return super().retry(*args, **options)
 
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
         """Queue the job on its lane; raises QueueUnavailableError when the broker is down."""

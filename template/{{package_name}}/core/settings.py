@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     task_retry_backoff: int = Field(default=2, ge=0)
     task_retry_backoff_max: int = Field(default=600, ge=0)
     task_max_deliveries: int = Field(default=5, ge=1)
+    # Redis: a worker whose heartbeat is this many seconds old is dead, and its
+    # unacknowledged jobs go back on their lanes.
+    worker_heartbeat_ttl: int = Field(default=15, ge=3)
     worker_prefetch_multiplier: int = Field(default=1, ge=1)
     worker_max_tasks_per_child: int = Field(default=1000, ge=1)
     worker_max_memory_per_child: int = Field(default=512_000, ge=1)

@@ -1,0 +1,178 @@
+"""Where a job goes when it will not succeed: the worker side of dead letters.
+
+Every way a job can end badly is decided here, in the worker's main process:
+a failure after the last retry or a hard time limit is dead-lettered; a lost
+worker process gives the job back to its lane, until the job has been
+delivered TASK_MAX_DELIVERIES times - then it is dead-lettered as well.
+Dead-lettering records the job in the broker's dead-letter store first and
+acknowledges the original after, so a crash in between duplicates a dead
+letter and never loses a job.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import Any
+
+from billiard.einfo import ExceptionWithTraceback
+from billiard.exceptions import WorkerLostError
+from celery.exceptions import Ignore, Reject, Retry, Terminated, TimeLimitExceeded
+from celery.worker.request import Request
+
+from . import project
+from .deadletter import (
+    DELIVERY_LIMIT,
+    FAILED,
+    REJECTED,
+    TIME_LIMIT,
+    DeadLetterStore,
+    letter_from_message,
+    store_for,
+)
+from .deliveries import delivery_counter, give_back_requeues, message_task
+from .queues import qualified_queue
+from .settings import get_settings
+
+log = logging.getLogger(__name__)
+
+WORKER_LOST = "worker-lost"
+
+
+@lru_cache(maxsize=1)
+def dead_letter_store() -> DeadLetterStore:
+    """The worker process's dead-letter store."""
+    return store_for(get_settings())
+
+
+def lane_of_queue(routing_key: str | None) -> str | None:
+    """The lane a queue name (or a delayed routing key ending in it) belongs to."""
+    if not routing_key:
+        return None
+    for lane in project.LANES:
+        queue = qualified_queue(lane)
+        if routing_key == queue or routing_key.endswith("." + queue):
+            return lane
+    return None
+
+
+def dead_letter_message(
+    message: Any,
+    *,
+    reason: str,
+    exception: str | None,
+    traceback: str | None = None,
+    attempts: int = 1,
+) -> bool:
+    """Record a message as a dead letter, then acknowledge it. False when it could not be kept.
+
+    When the store cannot take it, the message is left unacknowledged for the
+    caller to requeue or reject, never dropped.
+    """
+    headers = message.headers or {}
+    delivery = message.delivery_info or {}
+    letter = letter_from_message(
+        body=message.body,
+        headers=headers,
+        content_type=message.content_type,
+        content_encoding=message.content_encoding,
+        lane=lane_of_queue(delivery.get("routing_key")),
+        reason=reason,
+        exception=exception,
+        traceback=traceback,
+        attempts=attempts,
+        first_failed_at=headers.get("first_failed_at"),
+        fallback_id=(message.properties or {}).get("message_id"),
+    )
+    try:
+        dead_letter_store().record(letter)
+    except Exception:
+        log.critical("Could not record dead letter %s; giving it back.", letter.id, exc_info=True)
+        return False
+    log.error(
+        "Dead-lettered %s[%s] (%s) after %d attempt(s): %s",
+        letter.task_name,
+        letter.id,
+        reason,
+        attempts,
+        exception,
+    )
+    message.ack()
+    return True
+
+
+class DeadLetterRequest(Request):
+    """A task request whose bad endings go to the dead-letter store, never lost or looping."""
+
+    _ending: tuple[str, str | None, str | None] | None = None
+
+    def on_timeout(self, soft: bool, timeout: float) -> None:
+        if not soft:
+            self._ending = (TIME_LIMIT, f"TimeLimitExceeded({timeout})", None)
+        super().on_timeout(soft, timeout)
+
+    def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False):
+        exc = exc_info.exception
+        if isinstance(exc, ExceptionWithTraceback):
+            exc = exc.exc
+        if isinstance(exc, TimeLimitExceeded):
+            self._ending = (TIME_LIMIT, repr(exc), exc_info.traceback)
+        elif isinstance(exc, WorkerLostError | SystemExit | KeyboardInterrupt):
+            self._ending = (WORKER_LOST, repr(exc), None)
+        elif not isinstance(exc, Retry | Ignore | Terminated | Reject):
+            self._ending = (FAILED, f"{type(exc).__name__}: {exc}", exc_info.traceback)
+        return super().on_failure(
+            exc_info, send_failed_event=send_failed_event, return_ok=return_ok
+        )
+
+    def reject(self, requeue: bool = False) -> None:
+        if self.acknowledged:
+            return
+        reason, exception, traceback = self._ending or (REJECTED, None, None)
+        if requeue and reason == WORKER_LOST:
+            deliveries = getattr(self._message, "deliveries", None)
+            if deliveries is None or deliveries < get_settings().task_max_deliveries:
+                # Another delivery may succeed (or the broker counts, on quorum queues).
+                return super().reject(requeue=give_back_requeues())
+            reason = DELIVERY_LIMIT
+            exception = (
+                f"The worker process running it was lost on each of {deliveries} deliveries "
+                f"({exception})."
+            )
+        elif requeue and reason != TIME_LIMIT:
+            # The job asked for it: Reject(requeue=True).
+            return super().reject(requeue=give_back_requeues())
+        self._dead_letter(reason, exception, traceback)
+
+    def acknowledge(self) -> None:
+        if not self.acknowledged:
+            self._forget_deliveries()
+        super().acknowledge()
+
+    def _attempts(self) -> int:
+        if self._ending and self._ending[0] == WORKER_LOST:
+            return int(getattr(self._message, "deliveries", None) or 1)
+        return int(self._request_dict.get("retries") or 0) + 1
+
+    def _dead_letter(self, reason: str, exception: str | None, traceback: str | None) -> None:
+        if dead_letter_message(
+            self._message,
+            reason=reason,
+            exception=exception,
+            traceback=traceback,
+            attempts=self._attempts(),
+        ):
+            self.acknowledged = True
+            self._forget_deliveries()
+            self.send_event("task-rejected", requeue=False)
+        elif get_settings().broker_kind == "amqp":
+            # The broker routes it to the lane's dead-letter queue itself.
+            super().reject(requeue=False)
+        else:
+            super().reject(requeue=give_back_requeues())
+
+    def _forget_deliveries(self) -> None:
+        counter = delivery_counter()
+        task_id, retries = message_task(self._message)
+        if counter is not None and task_id:
+            counter.forget(task_id, retries)

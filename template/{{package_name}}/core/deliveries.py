@@ -1,0 +1,98 @@
+"""How often a job was delivered: a job that keeps killing its worker is stopped.
+
+RabbitMQ quorum queues count deliveries themselves (`x-delivery-limit`). Redis
+and classic RabbitMQ queues do not: the worker counts each delivery of a task
+id (and retry number) in Redis - the broker itself on Redis, LOCK_URL on
+RabbitMQ - before the job runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from functools import lru_cache
+from typing import Any
+
+import redis
+
+from . import project
+from .queues import qualified_queue
+from .settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+# A counter outlives any redelivery of its task, then disappears by itself.
+COUNTER_TTL = 7 * 24 * 3600
+
+
+class DeliveryCounter:
+    """Counts deliveries per (task id, retry) in Redis."""
+
+    def __init__(self, url: str, namespace: str, limit: int) -> None:
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+        self.namespace = namespace
+        self.limit = limit
+
+    def key(self, task_id: str, retries: int) -> str:
+        return qualified_queue(f"deliveries.{task_id}.{retries}", self.namespace)
+
+    def count(self, task_id: str, retries: int) -> int | None:
+        """Add one delivery and return the total; None when Redis cannot count (run anyway)."""
+        key = self.key(task_id, retries)
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            total, _ = pipe.incr(key).expire(key, COUNTER_TTL).execute()
+        except redis.RedisError as exc:
+            log.warning("Cannot count deliveries of %s (%s); running it anyway.", task_id, exc)
+            return None
+        return int(total)
+
+    def forget(self, task_id: str, retries: int) -> None:
+        """The job is done (or dead-lettered): drop its counter."""
+        with contextlib.suppress(redis.RedisError):  # else it expires by itself
+            self.client.delete(self.key(task_id, retries))
+
+
+def counts_deliveries(settings: Settings) -> bool:
+    """Quorum queues count on the broker; Redis and classic RabbitMQ count here."""
+    if settings.broker_kind == "redis":
+        return True
+    return settings.broker_kind == "amqp" and project.QUEUE_TYPE != "quorum"
+
+
+@lru_cache(maxsize=1)
+def delivery_counter() -> DeliveryCounter | None:
+    """The process's counter, or None when the broker counts (or nothing can)."""
+    settings = get_settings()
+    if not counts_deliveries(settings):
+        return None
+    url = settings.effective_broker_url if settings.broker_kind == "redis" else None
+    return DeliveryCounter(
+        url or settings.effective_lock_url, settings.queue_namespace, settings.task_max_deliveries
+    )
+
+
+def message_task(message: Any) -> tuple[str | None, int]:
+    """(task id, retries) from a task message's headers."""
+    headers = message.headers or {}
+    task_id = headers.get("id")
+    retries = headers.get("retries") or 0
+    return (task_id if isinstance(task_id, str) else None), int(retries)
+
+
+def broker_deliveries(message: Any) -> int | None:
+    """How often the broker itself says it delivered a message (SQS: its receive count)."""
+    sqs_message = (message.delivery_info or {}).get("sqs_message") or {}
+    count = (sqs_message.get("Attributes") or {}).get("ApproximateReceiveCount")
+    return int(count) if count else None
+
+
+def give_back_requeues() -> bool:
+    """Whether giving a message back for another delivery is a requeue.
+
+    Not on SQS: a requeue there publishes a fresh copy whose receive count starts
+    again at zero. Rejected without requeue, the message stays in its queue (the
+    redrive policy makes kombu keep it) and SQS delivers it again after the
+    visibility timeout, counting the receive.
+    """
+    return get_settings().broker_kind != "sqs"

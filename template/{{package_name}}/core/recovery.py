@@ -1,0 +1,164 @@
+"""Redis transport that gives a dead worker's jobs back within seconds, not an hour.
+
+Redis has no acknowledgements: kombu keeps every delivered, unacknowledged
+message in a hash and puts it back on its queue once it is older than the
+visibility timeout, which must outlast the longest task (an hour here). A
+worker killed outright would leave its jobs waiting that long.
+
+This transport also records which worker holds which message, in the same
+Redis pipeline that marks the message unacknowledged, and keeps a heartbeat
+key per worker with a short time to live (WORKER_HEARTBEAT_TTL, 15 s), renewed
+from a thread so a busy worker keeps it alive. Every running worker looks for
+holders whose heartbeat expired and restores their messages - each in a
+transaction on the unacknowledged hash, so two workers never restore one
+message twice. The visibility timeout stays as the last resort.
+
+Keys (under the namespace): `<ns>.holders` (set of worker ids),
+`<ns>.holders.alive.<id>` (heartbeat), `<ns>.holders.held.<id>` (delivery tags).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from kombu.transport import redis, virtual
+from kombu.utils.json import dumps
+
+log = logging.getLogger(__name__)
+
+
+class HolderQoS(redis.QoS):
+    """kombu's Redis QoS, also recording the holder of every delivered message."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        channel = self.channel
+        delivery = message.delivery_info
+        with self.pipe_or_acquire() as pipe:
+            pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()})
+            pipe.hset(
+                self.unacked_key,
+                delivery_tag,
+                dumps([message._raw, delivery["exchange"], delivery["routing_key"]]),
+            )
+            pipe.sadd(channel.held_key, delivery_tag)
+            pipe.set(channel.alive_key, channel.owner, ex=channel.holder_ttl)
+            pipe.sadd(channel.holders_key, channel.owner)
+            pipe.execute()
+        virtual.QoS.append(self, message, delivery_tag)
+        channel.start_heartbeat()
+
+    def _remove_from_indices(self, delivery_tag: str, pipe: Any = None) -> Any:
+        with self.pipe_or_acquire(pipe) as pipe:
+            removed = super()._remove_from_indices(delivery_tag, pipe)
+            return removed.srem(self.channel.held_key, delivery_tag)
+
+
+class HolderChannel(redis.Channel):
+    """A Redis channel with a heartbeat, and the recovery of dead holders' messages."""
+
+    QoS = HolderQoS
+    holders_prefix = "holders"
+    holder_ttl = 15
+
+    from_transport_options = (*redis.Channel.from_transport_options, "holders_prefix", "holder_ttl")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        self._beat_stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    @property
+    def holders_key(self) -> str:
+        return self.holders_prefix
+
+    def _alive_key(self, owner: str) -> str:
+        return f"{self.holders_prefix}.alive.{owner}"
+
+    def _held_key(self, owner: str) -> str:
+        return f"{self.holders_prefix}.held.{owner}"
+
+    @property
+    def alive_key(self) -> str:
+        return self._alive_key(self.owner)
+
+    @property
+    def held_key(self) -> str:
+        return self._held_key(self.owner)
+
+    def start_heartbeat(self) -> None:
+        if self._beat is None:
+            self._beat = threading.Thread(
+                target=self._heartbeat, name="holder-heartbeat", daemon=True
+            )
+            self._beat.start()
+
+    def _heartbeat(self) -> None:
+        client = self._create_client()
+        while not self._beat_stop.wait(self.holder_ttl / 3):
+            try:
+                client.set(self.alive_key, self.owner, ex=self.holder_ttl)
+            except Exception as exc:  # keep beating; the next beat may get through
+                log.warning("Worker heartbeat not written: %s", exc)
+
+    def recover_lost_holders(self) -> int:
+        """Give back the messages of workers whose heartbeat expired; returns how many."""
+        restored = 0
+        with self.conn_or_acquire() as client:
+            for raw in client.smembers(self.holders_key):
+                owner = raw.decode() if isinstance(raw, bytes) else raw
+                if owner == self.owner or client.exists(self._alive_key(owner)):
+                    continue
+                tags = client.smembers(self._held_key(owner))
+                for tag in tags:
+                    tag = tag.decode() if isinstance(tag, bytes) else tag
+                    if client.hexists(self.unacked_key, tag):
+                        self.qos.restore_by_tag(tag, client)
+                        restored += 1
+                client.delete(self._held_key(owner))
+                client.srem(self.holders_key, owner)
+        if restored:
+            log.warning("Restored %d message(s) held by workers that stopped.", restored)
+        return restored
+
+    def close(self) -> None:
+        self._beat_stop.set()
+        was_open = not self.closed
+        super().close()  # gives back this worker's unacknowledged messages
+        if was_open and self._beat is not None:
+            try:
+                with self.conn_or_acquire() as client:
+                    client.delete(self.alive_key, self.held_key)
+                    client.srem(self.holders_key, self.owner)
+            except Exception:  # the keys expire or are swept by another worker
+                pass
+
+
+class Transport(redis.Transport):
+    """kombu's Redis transport with holder heartbeats and fast recovery."""
+
+    Channel = HolderChannel
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        super().register_with_event_loop(connection, loop)
+        cycle = self.cycle
+        previous = getattr(cycle, "_holders_tref", None)
+        if previous is not None:
+            previous.cancel()
+        ttl = connection.client.transport_options.get("holder_ttl", HolderChannel.holder_ttl)
+        cycle._holders_tref = loop.call_repeatedly(max(1.0, ttl / 3), self._recover, cycle)
+
+    def _recover(self, cycle: Any) -> None:
+        for channel in list(cycle._channels):
+            if channel.active_queues:
+                try:
+                    channel.recover_lost_holders()
+                except channel.connection_errors:
+                    log.debug("Holder recovery skipped: connection error", exc_info=True)
+                return

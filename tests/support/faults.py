@@ -1,0 +1,159 @@
+"""Jobs that fail, crash or overrun on purpose, and ways to kill workers by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from support.projects import Project, Worker
+
+FAULT_JOBS = '''"""Jobs that misbehave on purpose; each leaves files to count runs."""
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from {package}.core import job
+
+
+def _mark(folder: str, token: str, kind: str) -> None:
+    Path(folder, f"{{token}}.{{kind}}.{{uuid.uuid4().hex[:8]}}").write_text(str(os.getpid()))
+
+
+def _fixed(folder: str) -> bool:
+    return Path(folder, "fixed").exists()
+
+
+@job(
+    name="{package}.always_fails",
+    retry_for=(ConnectionError,),
+    max_retries=2,
+    backoff=1,
+    jitter=False,
+)
+def always_fails(folder: str, token: str) -> str:
+    """Fails with a retried error until the file `fixed` exists."""
+    _mark(folder, token, "attempt")
+    if not _fixed(folder):
+        raise ConnectionError("upstream is down")
+    Path(folder, token).write_text("ok")
+    return token
+
+
+@job(name="{package}.crashes")
+def crashes(folder: str, token: str) -> str:
+    """Kills the process running it until the file `fixed` exists."""
+    _mark(folder, token, "attempt")
+    if not _fixed(folder):
+        os._exit(1)
+    Path(folder, token).write_text("ok")
+    return token
+
+
+@job(name="{package}.slow")
+def slow(folder: str, token: str, seconds: float) -> str:
+    """Says it started, sleeps, then leaves one `<token>.done.*` file per run."""
+    Path(folder, f"{{token}}.started").write_text(str(os.getpid()))
+    time.sleep(seconds)
+    _mark(folder, token, "done")
+    return token
+
+
+@job(name="{package}.overruns", soft_time_limit=1, time_limit=2)
+def overruns(folder: str, token: str) -> str:
+    """Ignores its soft time limit, so the hard one kills it."""
+    _mark(folder, token, "attempt")
+    try:
+        time.sleep(30)
+    except SoftTimeLimitExceeded:
+        time.sleep(30)
+    return token
+'''
+
+RABBITMQ_LOCK = Path(os.environ.get("TMPDIR", "/tmp")) / "workergen-rabbitmq-restart.lock"
+
+
+def add_fault_jobs(project: Project) -> None:
+    """Add the misbehaving jobs to a project copy, as a user adds a job module."""
+    target = project.root / project.package / "jobs" / "faults.py"
+    target.write_text(FAULT_JOBS.format(package=project.package))
+
+
+def dispatch(project: Project, job: str, *calls: list, lane: str | None = None) -> list[str]:
+    """Dispatch `job` once per argument list, from another process; returns the task ids."""
+    code = (
+        "import json\n"
+        f"from {project.package}.core.celery_app import app\n"
+        f"from {project.package}.core.discovery import import_jobs\n"
+        "import_jobs()\n"
+        f"task = app.tasks['{project.package}.{job}']\n"
+        f"ids = [task.dispatch_with(args=args, lane={lane!r}).id for args in {calls!r}]\n"
+        "print(json.dumps(ids))\n"
+    )
+    done = project.python(code)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def runs(folder: Path, token: str, kind: str) -> int:
+    """How many `<token>.<kind>.*` files the job left: one per run."""
+    return len(list(folder.glob(f"{token}.{kind}.*")))
+
+
+def dead_letters(project: Project, **env: str) -> list[dict]:
+    """`dlq list --json`, parsed."""
+    done = project.run("dlq", "list", "--json", **env)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
+    """Poll until predicate() is truthy; return its value or fail saying what was awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (Linux /proc)."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            children += [int(c) for c in (task / "children").read_text().split()]
+    return children
+
+
+def kill_worker_outright(worker: Worker) -> None:
+    """SIGKILL the worker's main process and its pool children, as a machine crash would."""
+    assert worker.process is not None
+    main = worker.process.pid
+    victims = child_pids(main)
+    os.kill(main, signal.SIGKILL)
+    for pid in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    worker.process.wait(10)
+
+
+@contextlib.contextmanager
+def rabbitmq_lock(exclusive: bool) -> Iterator[None]:
+    """Tests using RabbitMQ share this lock; the test that restarts RabbitMQ holds it alone."""
+    with RABBITMQ_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

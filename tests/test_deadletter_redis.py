@@ -1,0 +1,150 @@
+"""Dead letters on Redis: the project records them itself, and nothing is lost or loops."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for
+from support.projects import Project, unique_namespace, wait_for_files
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+PACKAGE = "billing"
+MAX_DELIVERIES = 3
+
+
+@pytest.fixture
+def project(render, redis_url: str, tmp_path: Path) -> Project:
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace("dl"),
+        TASK_MAX_DELIVERIES=str(MAX_DELIVERIES),
+    )
+    proj.add_probe_job()
+    add_fault_jobs(proj)
+    return proj
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "done"
+    path.mkdir()
+    return path
+
+
+def test_a_failing_job_is_dead_lettered_after_its_attempts_while_healthy_jobs_run(
+    project: Project, folder: Path
+) -> None:
+    with project.worker("--concurrency", "2"):
+        project.dispatch_probes(folder, [f"before-{i}" for i in range(4)])
+        [pill] = dispatch(project, "always_fails", [str(folder), "pill"])
+        project.dispatch_probes(folder, [f"after-{i}" for i in range(4)])
+        wait_for_files(folder, [f"before-{i}" for i in range(4)] + [f"after-{i}" for i in range(4)])
+        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+    assert [letter["id"] for letter in letters] == [pill]
+    letter = letters[0]
+    # max_retries=2: one run and two retries, then the dead-letter store.
+    assert runs(folder, "pill", "attempt") == 3
+    assert letter["attempts"] == 3
+    assert letter["task_name"] == f"{PACKAGE}.always_fails"
+    assert letter["args"] == [str(folder), "pill"]
+    assert letter["lane"] == "default"
+    assert "ConnectionError" in letter["exception"] and "upstream is down" in letter["traceback"]
+    assert letter["first_failed_at"] < letter["last_failed_at"]
+
+
+def test_a_job_that_kills_its_worker_is_dead_lettered_after_bounded_deliveries(
+    project: Project, folder: Path
+) -> None:
+    with project.worker("--concurrency", "2") as worker:
+        [pill] = dispatch(project, "crashes", [str(folder), "pill"])
+        project.dispatch_probes(folder, [f"healthy-{i}" for i in range(6)])
+        wait_for_files(folder, [f"healthy-{i}" for i in range(6)])
+        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        assert worker.process is not None and worker.process.poll() is None
+    assert runs(folder, "pill", "attempt") == MAX_DELIVERIES
+    assert [(x["id"], x["reason"]) for x in letters] == [(pill, "delivery-limit")]
+
+
+def test_a_job_past_its_hard_time_limit_is_dead_lettered_not_requeued(
+    project: Project, folder: Path
+) -> None:
+    with project.worker("--concurrency", "1"):
+        [overrun] = dispatch(project, "overruns", [str(folder), "slowpoke"])
+        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        project.dispatch_probes(folder, ["after"])
+        wait_for_files(folder, ["after"])
+    assert [(x["id"], x["reason"]) for x in letters] == [(overrun, "time-limit")]
+    assert runs(folder, "slowpoke", "attempt") == 1
+
+
+def test_pickle_and_unknown_jobs_are_never_run_and_kept_as_dead_letters(
+    project: Project, folder: Path
+) -> None:
+    pickled_id, unknown_id = str(uuid.uuid4()), str(uuid.uuid4())
+    send = (
+        f"from {PACKAGE}.core.celery_app import app\n"
+        f"from {PACKAGE}.core.queues import qualified_queue\n"
+        f"app.send_task('{PACKAGE}.probe', args=[{str(folder)!r}, 'pickled'], task_id="
+        f"{pickled_id!r}, serializer='pickle', queue=qualified_queue('default'))\n"
+        f"app.send_task('{PACKAGE}.no_such_job', args=[], task_id={unknown_id!r},"
+        " queue=qualified_queue('default'))\n"
+    )
+    sent = project.python(send)
+    assert sent.returncode == 0, sent.stderr
+    with project.worker("--queue", "default"):
+        project.dispatch_probes(folder, ["json-after"])
+        wait_for_files(folder, ["json-after"])
+        letters = wait_for(
+            lambda: len(found := dead_letters(project)) == 2 and found, 30, "two dead letters"
+        )
+    assert not (folder / "pickled").exists()
+    by_id = {letter["id"]: letter for letter in letters}
+    assert by_id[pickled_id]["reason"] == "refused"
+    assert by_id[pickled_id]["args"] is None  # never unpickled, not even to list it
+    assert by_id[unknown_id]["reason"] == "unknown-task"
+    shown = project.run("dlq", "show", pickled_id)
+    assert shown.returncode == 0 and "x-python-serialize" in shown.stdout
+    refused = project.run("dlq", "replay", pickled_id)
+    assert refused.returncode == 1 and "cannot be replayed" in refused.stderr
+
+
+def test_dlq_list_show_replay_and_purge(project: Project, folder: Path) -> None:
+    with project.worker("--concurrency", "2"):
+        [first] = dispatch(project, "always_fails", [str(folder), "first"])
+        [second] = dispatch(project, "always_fails", [str(folder), "second"], lane="batch")
+        wait_for(lambda: len(dead_letters(project)) == 2, 60, "two dead letters")
+
+        listed = project.run("dlq", "list")
+        assert listed.returncode == 0
+        assert first in listed.stdout and second in listed.stdout
+        assert "always_fails" in listed.stdout and "ConnectionError" in listed.stdout
+        only_batch = project.run("dlq", "list", "--lane", "batch")
+        assert second in only_batch.stdout and first not in only_batch.stdout
+
+        shown = project.run("dlq", "show", first)
+        assert shown.returncode == 0
+        assert "attempts:     3" in shown.stdout and "Traceback" in shown.stdout
+
+        missing = project.run("dlq", "show", "no-such-id")
+        assert missing.returncode == 1 and "No dead letter" in missing.stderr
+
+        (folder / "fixed").write_text("the bug is fixed")
+        replayed = project.run("dlq", "replay", first)
+        assert replayed.returncode == 0, replayed.stderr
+        wait_for_files(folder, ["first"])
+        assert [x["id"] for x in dead_letters(project)] == [second]
+
+        no_prompt = project.run("dlq", "purge")
+        assert no_prompt.returncode == 1 and "--yes" in no_prompt.stderr
+        purged = project.run("dlq", "purge", "--yes")
+        assert purged.returncode == 0 and "purged 1" in purged.stdout
+        assert dead_letters(project) == []
+    assert not (folder / "second").exists()
