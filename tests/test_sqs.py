@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from pathlib import Path
@@ -18,8 +17,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 PACKAGE = "billing"
 MAX_DELIVERIES = 3
+LANES = ("critical", "default", "batch")
 
-FAILING_JOBS = '''"""Jobs that always fail: one raises, one kills its worker process."""
+FAILING_JOBS = '''"""Jobs that fail: one raises while a flag file exists, one kills its worker."""
 
 import os
 from pathlib import Path
@@ -29,10 +29,13 @@ from {package}.core import job
 
 @job(name="{package}.poison", queue="batch")
 class PoisonJob:
-    def handle(self, folder: str) -> None:
+    def handle(self, folder: str) -> str:
         with Path(folder, "poison-attempts").open("a") as attempts:
             attempts.write("x\\n")
-        raise ValueError("this job never works")
+        if Path(folder, "broken").exists():
+            raise ValueError("this job is broken")
+        Path(folder, "poison-fixed").write_text("ok")
+        return "ok"
 
 
 @job(name="{package}.crash")
@@ -82,23 +85,6 @@ def namespace(project: Project) -> str:
     return project.env["QUEUE_NAMESPACE"]
 
 
-def messages_in(client: Any, queue: str, wait: float = 0) -> list[dict[str, Any]]:
-    """Messages currently in a queue, read and released again at once."""
-    url = client.get_queue_url(QueueName=queue)["QueueUrl"]
-    deadline = time.monotonic() + wait
-    while True:
-        got = client.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0, WaitTimeSeconds=1
-        ).get("Messages", [])
-        if got or time.monotonic() >= deadline:
-            return got
-
-
-def decoded(message: dict[str, Any]) -> str:
-    """The kombu envelope of an SQS message (kombu base64-encodes it)."""
-    return base64.b64decode(message["Body"]).decode()
-
-
 def provision(project: Project) -> str:
     done = project.run("queue", "provision")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -112,7 +98,7 @@ def test_provision_creates_queues_with_redrive_idempotently(project: Project, sq
     assert first == second
     assert f"queue={ns}-default  dead-letter={ns}-default-dlq" in first
     client = sqs_client(sqs_url)
-    for lane in ("critical", "default", "batch"):
+    for lane in LANES:
         url = client.get_queue_url(QueueName=f"{ns}-{lane}")["QueueUrl"]
         attributes = client.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         policy = json.loads(attributes["RedrivePolicy"])
@@ -130,13 +116,9 @@ def test_provision_json_describes_the_queues_without_creating_them(
     done = project.run("queue", "provision", "--json")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
-    assert {q["queue"] for q in plan["queues"]} == {f"{ns}-{lane}" for lane in plan_lanes()}
+    assert {q["queue"] for q in plan["queues"]} == {f"{ns}-{lane}" for lane in LANES}
     assert all(q["redrive_policy"]["maxReceiveCount"] == MAX_DELIVERIES for q in plan["queues"])
     assert "QueueUrls" not in sqs_client(sqs_url).list_queues(QueueNamePrefix=ns)
-
-
-def plan_lanes() -> list[str]:
-    return ["critical", "default", "batch"]
 
 
 def test_worker_refuses_queues_without_a_dead_letter_queue(project: Project) -> None:
@@ -159,58 +141,116 @@ def test_worker_runs_jobs_on_default_and_named_lanes(project: Project, tmp_path:
     assert len(ran) == 6
 
 
-def test_a_failing_job_reaches_its_lanes_dead_letter_queue_after_max_deliveries(
-    project: Project, tmp_path: Path, sqs_url: str
-) -> None:
+def dead_letters(project: Project, *args: str) -> list[dict[str, Any]]:
+    listed = project.run("dlq", "list", "--json", *args)
+    assert listed.returncode == 0, listed.stderr
+    return [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
+
+
+def wait_for_dead_letters(project: Project, count: int, timeout: float = 120) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        letters = dead_letters(project)
+        if len(letters) >= count or time.monotonic() > deadline:
+            return letters
+        time.sleep(1)
+
+
+@pytest.fixture
+def failing(project: Project) -> Project:
     (project.root / PACKAGE / "jobs" / "failing.py").write_text(
         FAILING_JOBS.format(package=PACKAGE)
     )
     provision(project)
+    return project
+
+
+def test_a_failing_job_is_dead_lettered_listed_shown_and_replayed_once_fixed(
+    failing: Project, tmp_path: Path
+) -> None:
     done = tmp_path / "done"
     done.mkdir()
-    client = sqs_client(sqs_url)
-    dlq = f"{namespace(project)}-batch-dlq"
-    dispatch = project.python(
+    (done / "broken").write_text("")
+    dispatch = failing.python(
         f"from {PACKAGE}.jobs.failing import PoisonJob\nPoisonJob.dispatch({str(done)!r})\n"
     )
     assert dispatch.returncode == 0, dispatch.stderr
-    with project.worker("--queue", "batch", "--concurrency", "1"):
-        project.dispatch_probes(done, ["healthy"], lane="batch")
+    with failing.worker("--queue", "batch", "--concurrency", "1") as worker:
+        failing.dispatch_probes(done, ["healthy"], lane="batch")
         wait_for_files(done, ["healthy"])
-        dead = messages_in(client, dlq, wait=60)
-    assert len(dead) == 1
-    assert f"{PACKAGE}.poison" in decoded(dead[0])  # the task message, kept as sent
-    attempts = (done / "poison-attempts").read_text().count("x")
-    assert attempts == MAX_DELIVERIES
+        letters = wait_for_dead_letters(failing, 1)
+        assert len(letters) == 1, worker.log()[-4000:]
+        letter = letters[0]
+        assert letter["task_name"] == f"{PACKAGE}.poison"
+        assert letter["lane"] == "batch"
+        assert letter["reason"] == "failed"
+        assert "this job is broken" in letter["exception"]
+        # A ValueError is not transient: one attempt, no retries, no redeliveries.
+        assert (done / "poison-attempts").read_text().count("x") == 1
+
+        shown = failing.run("dlq", "show", letter["id"])
+        assert shown.returncode == 0, shown.stderr
+        assert "ValueError: this job is broken" in shown.stdout
+
+        (done / "broken").unlink()
+        replayed = failing.run("dlq", "replay", letter["id"])
+        assert replayed.returncode == 0, replayed.stderr
+        wait_for_files(done, ["poison-fixed"])
+    assert dead_letters(failing) == []
 
 
-def test_a_job_that_crashes_its_worker_is_dead_lettered_after_bounded_receives(
-    project: Project, tmp_path: Path, sqs_url: str
+def test_a_job_that_crashes_its_worker_is_dead_lettered_after_max_deliveries(
+    failing: Project, tmp_path: Path
 ) -> None:
-    (project.root / PACKAGE / "jobs" / "failing.py").write_text(
-        FAILING_JOBS.format(package=PACKAGE)
-    )
-    provision(project)
     done = tmp_path / "done"
     done.mkdir()
-    client = sqs_client(sqs_url)
-    dispatch = project.python(
+    dispatch = failing.python(
         f"from {PACKAGE}.jobs.failing import CrashJob\nCrashJob.dispatch({str(done)!r})\n"
     )
     assert dispatch.returncode == 0, dispatch.stderr
-    with project.worker("--queue", "default", "--concurrency", "1") as worker:
-        dead = messages_in(client, f"{namespace(project)}-default-dlq", wait=150)
-        project.dispatch_probes(done, ["after-crash"])
+    with failing.worker("--queue", "default", "--concurrency", "1") as worker:
+        letters = wait_for_dead_letters(failing, 1, timeout=150)
+        failing.dispatch_probes(done, ["after-crash"])
         wait_for_files(done, ["after-crash"])
         log = worker.log()
-    assert len(dead) == 1, log[-4000:]
-    assert f"{PACKAGE}.crash" in decoded(dead[0])
-    attempts = (done / "crash-attempts").read_text().count("x")
-    assert 1 <= attempts <= MAX_DELIVERIES
+    assert len(letters) == 1, log[-4000:]
+    assert letters[0]["task_name"] == f"{PACKAGE}.crash"
+    assert letters[0]["reason"] == "delivery-limit"
+    assert (done / "crash-attempts").read_text().count("x") == MAX_DELIVERIES
+
+
+def test_a_message_sqs_moves_by_redrive_is_listed_replayed_and_purged(
+    project: Project, tmp_path: Path, sqs_url: str
+) -> None:
+    provision(project)
+    done = tmp_path / "done"
+    done.mkdir()
+    project.dispatch_probes(done, ["redriven", "purged"])
+    client = sqs_client(sqs_url)
+    url = client.get_queue_url(QueueName=f"{namespace(project)}-default")["QueueUrl"]
+    # Received MAX_DELIVERIES times and never deleted, as when its worker host dies each time.
+    for _ in range(MAX_DELIVERIES):
+        got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        assert len(got.get("Messages", [])) == 2
+    assert "Messages" not in client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+
+    letters = {tuple(letter["args"])[1]: letter for letter in dead_letters(project)}
+    assert set(letters) == {"redriven", "purged"}
+    assert {letter["reason"] for letter in letters.values()} == {"delivery-limit"}
+    assert {letter["lane"] for letter in letters.values()} == {"default"}
+
+    replayed = project.run("dlq", "replay", letters["redriven"]["id"])
+    assert replayed.returncode == 0, replayed.stderr
+    with project.worker("--queue", "default"):
+        wait_for_files(done, ["redriven"])
+    purged = project.run("dlq", "purge", "--yes")
+    assert purged.returncode == 0, purged.stdout + purged.stderr
+    assert dead_letters(project) == []
+    assert not (done / "purged").exists()
 
 
 def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
-    project: Project, tmp_path: Path, sqs_url: str
+    project: Project, tmp_path: Path
 ) -> None:
     provision(project)
     done = tmp_path / "done"
@@ -223,12 +263,12 @@ def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
     )
     sent = project.python(send_pickle)
     assert sent.returncode == 0, sent.stderr
-    client = sqs_client(sqs_url)
     with project.worker("--queue", "default") as worker:
         project.dispatch_probes(done, ["json-after"])
         wait_for_files(done, ["json-after"])
-        dead = messages_in(client, f"{namespace(project)}-default-dlq", wait=150)
+        letters = wait_for_dead_letters(project, 1)
         log = worker.log()
     assert not (done / "pickled").exists()
-    assert len(dead) == 1, log[-4000:]
-    assert "pickle" in decoded(dead[0])
+    assert len(letters) == 1, log[-4000:]
+    assert letters[0]["reason"] == "refused"
+    assert letters[0]["content_type"] == "application/x-python-serialize"
