@@ -77,6 +77,11 @@ def queue_work(
         from .provision import require_provisioned
 
         require_provisioned(settings)
+        typer.echo(
+            "SQS: remote control and events are off (SQS has no broadcast); "
+            "`celery inspect`, `control` and Flower will not see this worker.",
+            err=True,
+        )
 
     from .celery_app import app as celery_app
 
