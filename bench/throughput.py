@@ -18,6 +18,7 @@ is unique to the run and deleted afterwards. Prints tasks/s and the ratio.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -41,12 +42,15 @@ PACKAGE = "benchproj"
 DRAIN_TIMEOUT = 600
 
 STOCK_APP = """\
+import json
 import os
 
 from celery import Celery
 
 app = Celery("stock", broker=os.environ["BENCH_BROKER_URL"])
 app.conf.task_default_queue = os.environ["BENCH_QUEUE"]
+# Variants change one library setting at a time (JSON), to price each guarantee.
+app.conf.update(json.loads(os.environ.get("BENCH_CONF", "{}")))
 
 
 @app.task(name="stock.noop")
@@ -101,15 +105,31 @@ def render_project(dest: Path) -> Path:
     return dest
 
 
-def queue_length(url: str, queue: str) -> int:
-    if url.startswith("redis"):
-        import redis
+class QueueDepth:
+    """Counts the messages waiting in a queue over one open connection."""
 
-        return int(redis.Redis.from_url(url).llen(queue))
-    from kombu import Connection
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("redis"):
+            import redis
 
-    with Connection(url) as conn:
-        return conn.default_channel.queue_declare(queue, passive=True).message_count
+            self.redis = redis.Redis.from_url(url)
+        else:
+            from kombu import Connection
+
+            self.connection = Connection(url)
+            self.channel = self.connection.channel()
+
+    def __call__(self, queue: str) -> int:
+        if self.url.startswith("redis"):
+            return int(self.redis.llen(queue))
+        return self.channel.queue_declare(queue, passive=True).message_count
+
+    def close(self) -> None:
+        if self.url.startswith("redis"):
+            self.redis.close()
+        else:
+            self.connection.release()
 
 
 def delete_queue(url: str, queue: str) -> None:
@@ -138,7 +158,8 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
     """Fill the queue, start the worker, return tasks/s over the drain."""
     env = {**os.environ, **contender.env}
     subprocess.run(contender.fill, cwd=contender.cwd, env=env, check=True, timeout=300)
-    queued = queue_length(url, contender.queue)
+    depth = QueueDepth(url)
+    queued = depth(contender.queue)
     if queued != tasks:
         raise SystemExit(f"{contender.label}: expected {tasks} queued, found {queued}")
     pidfile = scratch / f"{uuid.uuid4().hex[:8]}.pid"
@@ -154,7 +175,7 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
         deadline = time.monotonic() + DRAIN_TIMEOUT
         started = None
         while time.monotonic() < deadline:
-            left = queue_length(url, contender.queue)
+            left = depth(contender.queue)
             now = time.perf_counter()
             if started is None and left < tasks:
                 started = now
@@ -164,11 +185,12 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
                 return start_left / (now - started)
             if worker.poll() is not None:
                 raise SystemExit(f"{contender.label}: worker exited early, see {log.name}")
-            time.sleep(0.01)
+            time.sleep(0.05)
         raise SystemExit(f"{contender.label}: queue not drained in {DRAIN_TIMEOUT} s")
     finally:
         stop(worker)
         log.close()
+        depth.close()
         delete_queue(url, contender.queue)
 
 
@@ -176,30 +198,33 @@ def contenders(
     url: str, project: Path, stock_dir: Path, tasks: int, concurrency: int, variants: bool
 ) -> list[Contender]:
     python = sys.executable
-    stock_queue = f"bench-stock-{uuid.uuid4().hex[:8]}"
-    stock = Contender(
-        label="stock Celery",
-        queue=stock_queue,
-        cwd=stock_dir,
-        fill=[
-            python,
-            "-c",
-            f"from stock_app import noop\nfor _ in range({tasks}):\n    noop.delay()\n",
-        ],
-        work=[
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "stock_app",
-            "worker",
-            "--concurrency",
-            str(concurrency),
-            "--without-mingle",
-            "--without-gossip",
-        ],
-        env={"BENCH_BROKER_URL": url, "BENCH_QUEUE": stock_queue},
-    )
+
+    def stock(label: str, *extra: str, **conf: object) -> Contender:
+        queue = f"bench-stock-{uuid.uuid4().hex[:8]}"
+        return Contender(
+            label=label,
+            queue=queue,
+            cwd=stock_dir,
+            fill=[
+                python,
+                "-c",
+                f"from stock_app import noop\nfor _ in range({tasks}):\n    noop.delay()\n",
+            ],
+            work=[
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "stock_app",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--without-mingle",
+                "--without-gossip",
+                *extra,
+            ],
+            env={"BENCH_BROKER_URL": url, "BENCH_QUEUE": queue, "BENCH_CONF": json.dumps(conf)},
+        )
 
     def generated(label: str, *extra: str, **env: str) -> Contender:
         namespace = f"bench{uuid.uuid4().hex[:8]}"
@@ -234,9 +259,20 @@ def contenders(
             },
         )
 
-    chosen = [stock, generated("generated")]
+    chosen = [stock("stock Celery"), generated("generated")]
     if variants:
         chosen += [
+            stock("stock, --loglevel INFO", "--loglevel", "INFO"),
+            stock(
+                "stock, acks_late + prefetch 1", task_acks_late=True, worker_prefetch_multiplier=1
+            ),
+            stock(
+                "stock, acks_late + prefetch 1 + INFO",
+                "--loglevel",
+                "INFO",
+                task_acks_late=True,
+                worker_prefetch_multiplier=1,
+            ),
             generated("generated, prefetch 4", "--prefetch", "4"),
             generated("generated, LOG_LEVEL=WARNING", LOG_LEVEL="WARNING"),
             generated("generated, prefetch 4 + WARNING", "--prefetch", "4", LOG_LEVEL="WARNING"),
