@@ -355,3 +355,28 @@ def test_help_does_not_import_copier():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert "imported: []" in result.stderr
+
+
+def test_the_rabbitmq_queue_type_is_asked_only_for_rabbitmq(tmp_path: Path):
+    flags = ["--name", "q", "--package", "q", "--description", "d", "--namespace", "q"]
+    flags += ["--lanes", "default", "--result-backend", "none"]
+    missing = run("new", str(tmp_path / "missing"), *flags, "--broker", "rabbitmq")
+    assert missing.exit_code == 1
+    assert "--data rabbitmq_queue_type=VALUE" in missing.output
+    assert not (tmp_path / "missing").exists()
+
+    quorum = run(
+        "new",
+        str(tmp_path / "quorum"),
+        *flags,
+        "--broker",
+        "rabbitmq",
+        "--data",
+        "rabbitmq_queue_type=quorum",
+    )
+    assert quorum.exit_code == 0, quorum.output
+    assert answers_of(tmp_path / "quorum")["rabbitmq_queue_type"] == "quorum"
+
+    redis = run("new", str(tmp_path / "redis"), *flags, "--broker", "redis")
+    assert redis.exit_code == 0, redis.output
+    assert "rabbitmq_queue_type" not in answers_of(tmp_path / "redis")

@@ -48,11 +48,12 @@ def env(questionnaire):
 
 def test_loads_the_questions_of_copier_yml_in_order(questionnaire):
     names = [question.name for question in questionnaire.questions]
-    assert names[:7] == [
+    assert names[:8] == [
         "project_name",
         "package_name",
         "description",
         "broker",
+        "rabbitmq_queue_type",
         "queue_namespace",
         "lanes",
         "result_backend",

@@ -8,16 +8,21 @@ from pathlib import Path
 
 import pytest
 
-BROKERS = ["redis", "sqs"]
+BROKERS = ["redis", "rabbitmq", "sqs"]
+# Answers a broker asks on top of the shared ones: RabbitMQ, the queue type of its lanes.
+BROKER_VARIANTS = {
+    "rabbitmq": [{"rabbitmq_queue_type": "classic"}, {"rabbitmq_queue_type": "quorum"}],
+}
 RESULT_BACKENDS = ["none", "redis"]
 NAMESPACES = ["", "ventas"]
 
 MATRIX = [
     pytest.param(
-        {"broker": b, "result_backend": r, "queue_namespace": n},
-        id=f"{b}-results_{r}-ns_{n or 'none'}",
+        {"broker": b, **v, "result_backend": r, "queue_namespace": n},
+        id="-".join([b, *v.values(), f"results_{r}", f"ns_{n or 'none'}"]),
     )
     for b in BROKERS
+    for v in BROKER_VARIANTS.get(b, [{}])
     for r in RESULT_BACKENDS
     for n in NAMESPACES
 ]

@@ -250,8 +250,9 @@ def collect_answers(
             value = _cast_or_reject(question, given[question.name], flag)
             origin = ""
         elif use_defaults or ask is None:
-            if default is MISSING:
-                raise MissingAnswersError(flags=[flag], can_default=False)
+            if default is MISSING or not use_defaults:
+                # Only conditional questions get here unanswered without --defaults.
+                raise MissingAnswersError(flags=[flag], can_default=default is not MISSING)
             value = default
             origin = origin or "the default"
         else:
@@ -290,6 +291,14 @@ def _add_computed(question: Question, context: dict[str, Any], env: SandboxedEnv
 
 
 def missing_questions(questionnaire: Questionnaire, given: Iterable[str]) -> list[Question]:
-    """The askable questions that `given` does not answer."""
+    """The askable questions that `given` does not answer.
+
+    A question asked only under a condition (`when` is a template, e.g. the
+    RabbitMQ queue type) is checked when the answers before it are known.
+    """
     given = set(given)
-    return [question for question in questionnaire.asked if question.name not in given]
+    return [
+        question
+        for question in questionnaire.asked
+        if question.name not in given and question.when is True
+    ]

@@ -11,7 +11,11 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from workergen.commands.check import check
+from workergen.commands.diff import diff
+from workergen.commands.make import make_cron, make_job
 from workergen.commands.new import new
+from workergen.commands.update import update
 from workergen.errors import UserMessageError
 
 
@@ -69,6 +73,11 @@ def workergen(
 
 
 app.command("new")(new)
+app.command("update")(update)
+app.command("check")(check)
+app.command("diff")(diff)
+app.command("make:job")(make_job)
+app.command("make:cron")(make_cron)
 
 
 def main() -> None:

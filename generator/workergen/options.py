@@ -74,3 +74,22 @@ Pretend = Annotated[
     bool,
     typer.Option("--pretend", help="Show what would be written; write nothing."),
 ]
+TemplateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--template",
+        metavar="SOURCE",
+        help="Render from this template (a git address such as gh:org/repo, or a path) "
+        "instead of the one shipped with workergen.",
+        show_default=False,
+    ),
+]
+VcsRef = Annotated[
+    str | None,
+    typer.Option(
+        "--vcs-ref",
+        metavar="REF",
+        help="Template version (a tag, branch or commit); default: the latest release.",
+        show_default=False,
+    ),
+]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import shlex
 import sys
+import tempfile
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,19 @@ from workergen.options import (
     QueueNamespace,
     ResultBackend,
     TargetPath,
+    TemplateOption,
+    VcsRef,
+)
+from workergen.provenance import (
+    Provenance,
+    record_provenance,
+    shipped_provenance,
+    template_url,
 )
 from workergen.questions import Question, load_questionnaire
+from workergen.releases import checkout, latest_release
 from workergen.render import RenderedFile, check_target, render_project
-from workergen.template_source import locate_template
+from workergen.template_source import TemplateSource, locate_template
 
 
 def terminal_is_interactive() -> bool:
@@ -49,48 +60,83 @@ def new(
     defaults: Defaults = False,
     force: Force = False,
     pretend: Pretend = False,
+    template: TemplateOption = None,
+    vcs_ref: VcsRef = None,
 ) -> None:
     """Create a worker project in PATH.
 
     Questions not answered by a flag are asked on a terminal; without one,
-    pass them as flags or use --defaults.
+    pass them as flags or use --defaults. The project records the template
+    repository's address and release (see docs/updating.md), so that
+    `workergen update` and `copier update` work in it on any machine.
     """
     target = path.expanduser().resolve()
     # Refuse a bad target before asking anything.
     check_target(target, force=force)
 
-    source = locate_template()
-    questionnaire = load_questionnaire(source.copier_yml)
-    given = merge_given(
-        questionnaire,
-        flags={
-            "project_name": name,
-            "package_name": package,
-            "description": description,
-            "broker": broker,
-            "queue_namespace": namespace,
-            "lanes": lanes,
-            "result_backend": result_backend,
-        },
-        data=parse_data(data or ()),
-        flag_names=QUESTION_FLAGS,
-    )
-    answers = collect_answers(
-        questionnaire,
-        given,
-        env=make_environment(questionnaire.envops),
-        use_defaults=defaults,
-        ask=_ask_on_terminal if terminal_is_interactive() else None,
-        flag_names=QUESTION_FLAGS,
-        fallback_defaults={"project_name": target.name},
-        base_context={"_folder_name": target.name},
-    )
+    with ExitStack() as stack:
+        if template is None and vcs_ref is None:
+            source, provenance = locate_template(), shipped_provenance()
+        else:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workergen-")))
+            source, provenance = chosen_template(template or template_url(), vcs_ref, scratch)
+        questionnaire = load_questionnaire(source.copier_yml)
+        given = merge_given(
+            questionnaire,
+            flags={
+                "project_name": name,
+                "package_name": package,
+                "description": description,
+                "broker": broker,
+                "queue_namespace": namespace,
+                "lanes": lanes,
+                "result_backend": result_backend,
+            },
+            data=parse_data(data or ()),
+            flag_names=QUESTION_FLAGS,
+        )
+        answers = collect_answers(
+            questionnaire,
+            given,
+            env=make_environment(questionnaire.envops),
+            use_defaults=defaults,
+            ask=_ask_on_terminal if terminal_is_interactive() else None,
+            flag_names=QUESTION_FLAGS,
+            fallback_defaults={"project_name": target.name},
+            base_context={"_folder_name": target.name},
+        )
 
-    files = render_project(source, target, answers, pretend=pretend)
-    if pretend:
-        typer.echo(f"Pretend run: nothing was written to {path}.")
-        return
+        files = render_project(source, target, answers, pretend=pretend)
+        if pretend:
+            typer.echo(f"Pretend run: nothing was written to {path}.")
+            return
+        if provenance is not None:
+            record_provenance(target, provenance)
     _report(files, shown_path=path, package=str(answers.get("package_name", "")))
+
+
+def chosen_template(
+    src_path: str, vcs_ref: str | None, scratch: Path
+) -> tuple[TemplateSource, Provenance | None]:
+    """A template given by --template/--vcs-ref, checked out into `scratch`.
+
+    Returns what to render and what the project records: the address as given
+    (a local path made absolute) and the version copier describes. A local
+    directory that git does not track is rendered as it is, and records its path.
+    """
+    local = Path(src_path).expanduser()
+    if local.is_dir():
+        src_path = str(local.resolve())
+        if not (local / ".git").exists():
+            return TemplateSource(path=local.resolve(), vcs_ref=vcs_ref), None
+    ref = vcs_ref
+    if ref is None:
+        latest = latest_release(src_path)
+        ref = latest.tag if latest else "HEAD"
+    checkout_dir = scratch / "template"
+    checkout(src_path, ref, checkout_dir)
+    # copier records the version (`git describe`) itself; only the address is replaced.
+    return TemplateSource(path=checkout_dir, vcs_ref=ref), Provenance(src_path, commit=None)
 
 
 def _ask_on_terminal(question: Question, default: Any, validate: Any) -> Any:

@@ -3,6 +3,7 @@
 Your code lives in `jobs/`, `crons/` and `tests/`; import what you need from here.
 """
 
+from .crons import cron_task
 from .dispatch import broker_guard
 from .errors import ConfigurationError, ProjectError, QueueUnavailableError
 from .jobs import Job, job
@@ -17,6 +18,7 @@ __all__ = [
     "QueueUnavailableError",
     "Settings",
     "broker_guard",
+    "cron_task",
     "dead_letter_queue",
     "get_settings",
     "job",

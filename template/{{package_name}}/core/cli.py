@@ -13,7 +13,9 @@ import typer
 from . import project
 from .dlq_cli import dlq_app
 from .errors import ProjectError
+from .make_cli import make_cron, make_job
 from .provision_cli import queue_provision
+from .schedule_cli import schedule_app
 
 app = typer.Typer(
     name=project.PACKAGE.replace("_", "-"),
@@ -26,6 +28,9 @@ queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_
 app.add_typer(queue_app, name="queue")
 queue_app.command("provision")(queue_provision)
 app.add_typer(dlq_app, name="dlq")
+app.command("make:job")(make_job)
+app.command("make:cron")(make_cron)
+app.add_typer(schedule_app, name="schedule")
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from billiard.exceptions import WorkerLostError
 from celery.exceptions import Ignore, Reject, Retry, Terminated, TimeLimitExceeded
 from celery.worker.request import Request
 
-from . import project
 from .deadletter import (
     DELIVERY_LIMIT,
     FAILED,
@@ -31,7 +30,7 @@ from .deadletter import (
     store_for,
 )
 from .deliveries import delivery_counter, give_back_requeues, message_task
-from .queues import qualified_queue
+from .queues import lane_of_queue
 from .settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -43,17 +42,6 @@ WORKER_LOST = "worker-lost"
 def dead_letter_store() -> DeadLetterStore:
     """The worker process's dead-letter store."""
     return store_for(get_settings())
-
-
-def lane_of_queue(routing_key: str | None) -> str | None:
-    """The lane a queue name (or a delayed routing key ending in it) belongs to."""
-    if not routing_key:
-        return None
-    for lane in project.LANES:
-        queue = qualified_queue(lane)
-        if routing_key == queue or routing_key.endswith("." + queue):
-            return lane
-    return None
 
 
 def dead_letter_message(

@@ -14,7 +14,7 @@ from . import project
 from .celery_app import app
 from .deadletter import utcnow
 from .dispatch import broker_guard
-from .queues import DEFAULT_LANE, check_lane, qualified_queue
+from .queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
 from .retry import retry_policy
 
 
@@ -32,7 +32,19 @@ class Job(Task):
         headers = dict(self.request.headers or {})
         headers.setdefault("first_failed_at", self.request.get("first_failed_at") or utcnow())
         options["headers"] = {**headers, **options.get("headers", {})}
+        # Back on the lane it came from (it may have been dispatched to another
+        # lane than the job's own; delayed routing keys carry a prefix).
+        lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"))
+        if lane and "queue" not in options:
+            options["queue"] = qualified_queue(lane)
         return super().retry(*args, **options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.idempotent and not self.request.called_directly:
+            from .idempotency import run_once
+
+            return run_once(self, args, kwargs, lambda: super(Job, self).__call__(*args, **kwargs))
+        return super().__call__(*args, **kwargs)
 
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
         """Queue the job on its lane; raises QueueUnavailableError when the broker is down."""
@@ -44,9 +56,12 @@ class Job(Task):
         args: tuple[Any, ...] | list[Any] = (),
         kwargs: dict[str, Any] | None = None,
         lane: str | None = None,
+        idempotency_key: str | None = None,
         **options: Any,
     ) -> AsyncResult:
         """Queue with Celery options (countdown, eta, ...) and optionally another lane."""
+        if idempotency_key is not None:
+            options["headers"] = {**options.get("headers", {}), "idempotency_key": idempotency_key}
         if lane is not None:
             options["queue"] = qualified_queue(check_lane(lane))
         with broker_guard():

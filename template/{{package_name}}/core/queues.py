@@ -21,6 +21,17 @@ def dead_letter_queue(lane: str, namespace: str | None = None) -> str:
     return qualified_queue(f"{lane}.{DEAD_LETTER_SUFFIX}", namespace)
 
 
+def lane_of_queue(routing_key: str | None) -> str | None:
+    """The lane a queue name (or a delayed routing key ending in it) belongs to."""
+    if not routing_key:
+        return None
+    for lane in project.LANES:
+        queue = qualified_queue(lane)
+        if routing_key == queue or routing_key.endswith("." + queue):
+            return lane
+    return None
+
+
 def check_lane(lane: str) -> str:
     """Return the lane when the project has it, else raise UnknownLaneError."""
     if lane not in project.LANES:

@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     task_max_retries: int = Field(default=3, ge=0)
     task_retry_backoff: int = Field(default=2, ge=0)
     task_retry_backoff_max: int = Field(default=600, ge=0)
+    idempotency_retention: int = Field(default=86_400, ge=1)
     task_max_deliveries: int = Field(default=5, ge=1)
     # Redis: a worker whose heartbeat is this many seconds old is dead, and its
     # unacknowledged jobs go back on their lanes.

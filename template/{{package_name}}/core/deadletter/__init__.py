@@ -251,6 +251,16 @@ def lanes_of(lane: str | None) -> Iterable[str]:
     return [check_lane(lane)] if lane else list(project.LANES)
 
 
+# Headers a replay keeps: what the job is, not how often it was tried.
+KEPT_HEADERS = ("idempotency_key",)
+
+
+def replay_headers(letter: DeadLetter) -> dict[str, Any]:
+    """The new message's headers: where it came from, and the keys that identify its work."""
+    kept = {name: letter.headers[name] for name in KEPT_HEADERS if name in letter.headers}
+    return {**kept, "replayed_from": letter.id}
+
+
 def send_again(letter: DeadLetter) -> str:
     """Publish the job of a dead letter on its lane as a new task; returns its id.
 
@@ -273,7 +283,7 @@ def send_again(letter: DeadLetter) -> str:
             kwargs=letter.kwargs,
             task_id=new_id,
             queue=qualified_queue(letter.lane or DEFAULT_LANE),
-            headers={"replayed_from": letter.id},
+            headers=replay_headers(letter),
         )
     return new_id
 

@@ -1,0 +1,91 @@
+"""Where a generated project's template came from, as recorded in its answers file.
+
+Copier reads `_src_path` and `_commit` from `.copier-answers.yml` to update a
+project. `workergen new` renders from the template shipped inside the
+installed package (offline), so copier would record a path that exists only on
+this machine. Instead the project records the template repository's public
+address and the release tag that matches the installed workergen: the same
+files, reachable from any machine, so plain `copier update` works there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workergen.errors import AnswersFileError
+
+ANSWERS_FILE = ".copier-answers.yml"
+TEMPLATE_URL_ENV = "WORKERGEN_TEMPLATE_URL"
+DEFAULT_TEMPLATE_URL = "https://github.com/workergen/workergen.git"
+"""The template repository's public address; releases are its `v<version>` tags."""
+
+_ANSWERS_HEADER = "# Changes here will be overwritten by Copier; NEVER EDIT MANUALLY\n"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """A template's address (`_src_path`) and version (`_commit`, a tag or a describe)."""
+
+    src_path: str
+    commit: str | None
+
+
+def template_url() -> str:
+    """The template repository's address: $WORKERGEN_TEMPLATE_URL, else the public one."""
+    return os.environ.get(TEMPLATE_URL_ENV, "").strip() or DEFAULT_TEMPLATE_URL
+
+
+def installed_version() -> str:
+    """The version of the installed workergen (the template it ships has the same)."""
+    from importlib.metadata import version
+
+    return version("workergen")
+
+
+def release_tag(version: str) -> str:
+    """The git tag of a release: `v` and the PEP 440 version (`0.1.0` -> `v0.1.0`)."""
+    return f"v{version}"
+
+
+def shipped_provenance() -> Provenance:
+    """What a project rendered from the shipped template records."""
+    return Provenance(src_path=template_url(), commit=release_tag(installed_version()))
+
+
+def read_answers(project: Path) -> dict[str, Any]:
+    """The project's recorded answers, `_src_path` and `_commit` included."""
+    import yaml
+
+    path = project / ANSWERS_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise AnswersFileError(path=path, reason=str(error)) from None
+    if not isinstance(data, dict):
+        raise AnswersFileError(path=path, reason="it is not a mapping")
+    return data
+
+
+def record_provenance(project: Path, provenance: Provenance) -> None:
+    """Rewrite the answers file so it names `provenance` as the template it came from.
+
+    A provenance without `commit` keeps the version copier recorded.
+    """
+    answers = read_answers(project)
+    answers["_src_path"] = provenance.src_path
+    if provenance.commit is not None:
+        answers["_commit"] = provenance.commit
+    write_answers(project, answers)
+
+
+def write_answers(project: Path, answers: Mapping[str, Any]) -> None:
+    """Write the answers file exactly as copier writes it, so updates show no churn."""
+    import yaml
+
+    # The same dump as copier's `to_nice_yaml` filter in the template's answers file.
+    body = yaml.dump(dict(answers), indent=4, allow_unicode=True, default_flow_style=False)
+    (project / ANSWERS_FILE).write_text(_ANSWERS_HEADER + body, encoding="utf-8")

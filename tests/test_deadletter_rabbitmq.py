@@ -1,0 +1,147 @@
+"""Dead letters on RabbitMQ, classic and quorum lanes: the broker's dead-letter queues."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.faults import (
+    add_fault_jobs,
+    dead_letters,
+    dispatch,
+    rabbitmq_lock,
+    runs,
+    wait_for,
+)
+from support.projects import Project, unique_namespace, wait_for_files
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+PACKAGE = "billing"
+MAX_DELIVERIES = 3
+
+
+@pytest.fixture(params=["classic", "quorum"])
+def project(
+    request, render, rabbitmq_url: str, redis_url: str, tmp_path: Path
+) -> Iterator[Project]:
+    rendered = render(
+        broker="rabbitmq",
+        rabbitmq_queue_type=request.param,
+        result_backend="none",
+        queue_namespace="billing",
+    )
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=rabbitmq_url,
+        LOCK_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace("dl"),
+        TASK_MAX_DELIVERIES=str(MAX_DELIVERIES),
+    )
+    proj.add_probe_job()
+    add_fault_jobs(proj)
+    with rabbitmq_lock(exclusive=False):
+        yield proj
+    proj.run("dlq", "purge", "--yes")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "done"
+    path.mkdir()
+    return path
+
+
+def test_a_failing_job_reaches_the_dead_letter_queue_after_its_attempts(
+    project: Project, folder: Path
+) -> None:
+    with project.worker("--concurrency", "2"):
+        project.dispatch_probes(folder, [f"before-{i}" for i in range(4)])
+        [pill] = dispatch(project, "always_fails", [str(folder), "pill"])
+        project.dispatch_probes(folder, [f"after-{i}" for i in range(4)])
+        wait_for_files(folder, [f"before-{i}" for i in range(4)] + [f"after-{i}" for i in range(4)])
+        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+    assert [letter["id"] for letter in letters] == [pill]
+    assert runs(folder, "pill", "attempt") == 3
+    letter = letters[0]
+    assert letter["attempts"] == 3 and letter["reason"] == "failed"
+    assert letter["lane"] == "default" and letter["args"] == [str(folder), "pill"]
+    assert "upstream is down" in letter["traceback"]
+
+
+def test_a_job_that_kills_its_worker_is_dead_lettered_after_bounded_deliveries(
+    project: Project, folder: Path
+) -> None:
+    with project.worker("--concurrency", "2") as worker:
+        [pill] = dispatch(project, "crashes", [str(folder), "pill"])
+        project.dispatch_probes(folder, [f"healthy-{i}" for i in range(6)])
+        wait_for_files(folder, [f"healthy-{i}" for i in range(6)])
+        letters = wait_for(lambda: dead_letters(project), 90, "the dead letter")
+        assert worker.process is not None and worker.process.poll() is None
+    assert runs(folder, "pill", "attempt") == MAX_DELIVERIES
+    assert [(x["id"], x["reason"]) for x in letters] == [(pill, "delivery-limit")]
+
+
+def test_pickle_and_unknown_jobs_end_in_the_dead_letter_queue_unrun(
+    project: Project, folder: Path
+) -> None:
+    pickled_id, unknown_id = str(uuid.uuid4()), str(uuid.uuid4())
+    with project.worker("--queue", "default"):
+        send = (
+            f"from {PACKAGE}.core.celery_app import app\n"
+            f"from {PACKAGE}.core.queues import qualified_queue\n"
+            f"app.send_task('{PACKAGE}.probe', args=[{str(folder)!r}, 'pickled'], task_id="
+            f"{pickled_id!r}, serializer='pickle', queue=qualified_queue('default'))\n"
+            f"app.send_task('{PACKAGE}.no_such_job', args=[], task_id={unknown_id!r},"
+            " queue=qualified_queue('default'))\n"
+        )
+        sent = project.python(send)
+        assert sent.returncode == 0, sent.stderr
+        project.dispatch_probes(folder, ["json-after"])
+        wait_for_files(folder, ["json-after"])
+        letters = wait_for(
+            lambda: len(found := dead_letters(project)) == 2 and found, 30, "two dead letters"
+        )
+    assert not (folder / "pickled").exists()
+    by_id = {letter["id"]: letter for letter in letters}
+    assert by_id[pickled_id]["reason"] == "refused"
+    assert by_id[pickled_id]["content_type"] == "application/x-python-serialize"
+    assert by_id[pickled_id]["args"] is None
+    assert by_id[unknown_id]["reason"] == "unknown-task"
+
+
+def test_dlq_list_show_replay_and_purge(project: Project, folder: Path) -> None:
+    with project.worker("--concurrency", "2"):
+        [first] = dispatch(project, "always_fails", [str(folder), "first"])
+        [second] = dispatch(project, "always_fails", [str(folder), "second"], lane="batch")
+        wait_for(lambda: len(dead_letters(project)) == 2, 60, "two dead letters")
+
+        listed = project.run("dlq", "list")
+        assert listed.returncode == 0
+        assert first in listed.stdout and second in listed.stdout
+        # Listing hands every message back: nothing is consumed by looking.
+        assert len(dead_letters(project)) == 2
+
+        shown = project.run("dlq", "show", second)
+        assert shown.returncode == 0
+        assert "lane:         batch" in shown.stdout and "ConnectionError" in shown.stdout
+
+        (folder / "fixed").write_text("the bug is fixed")
+        replayed = project.run("dlq", "replay", "--all")
+        assert replayed.returncode == 0, replayed.stderr
+        assert "2 dead letter(s) replayed" in replayed.stdout
+        wait_for_files(folder, ["first", "second"])
+        assert dead_letters(project) == []
+
+        (folder / "fixed").unlink()
+        [third] = dispatch(project, "always_fails", [str(folder), "third"])
+        letters = wait_for(lambda: dead_letters(project), 60, "the third dead letter")
+        assert [x["id"] for x in letters] == [third]
+        purged = project.run("dlq", "purge", "--yes", "--lane", "default")
+        assert purged.returncode == 0 and "purged 1" in purged.stdout
+        assert dead_letters(project) == []

@@ -1,0 +1,284 @@
+"""`make:job` through both entry points: files written, reports, and refusals that write nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.scaffolding import ENTRY_POINTS, PACKAGE, project_copy, run_make, snapshot
+
+
+@pytest.fixture
+def project(render, tmp_path: Path) -> Path:
+    return project_copy(render(broker="redis"), tmp_path / "billing")
+
+
+@pytest.fixture(params=ENTRY_POINTS)
+def entry(request) -> str:
+    return request.param
+
+
+def test_make_job_writes_the_job_and_its_test(entry: str, project: Path):
+    result = run_make(entry, project, "make:job", "SendInvoice", "--queue", "critical")
+
+    assert result.exit_code == 0, result.output
+    assert "created billing/jobs/send_invoice.py" in result.output
+    assert "created tests/jobs/test_send_invoice.py" in result.output
+    source = (project / "billing/jobs/send_invoice.py").read_text()
+    assert '@job(name="billing.send_invoice", queue="critical")' in source
+    assert "class SendInvoiceJob:" in source
+    assert "    def handle(self" in source
+    test = (project / "tests/jobs/test_send_invoice.py").read_text()
+    assert "from billing.jobs.send_invoice import SendInvoiceJob" in test
+
+
+def test_make_job_runs_from_a_subfolder_of_the_project(entry: str, project: Path):
+    result = run_make(entry, project, "make:job", "invoice", cwd=project / "billing" / "jobs")
+
+    assert result.exit_code == 0, result.output
+    assert (project / "billing/jobs/invoice.py").is_file()
+
+
+def test_a_nested_name_makes_a_package(entry: str, project: Path):
+    result = run_make(entry, project, "make:job", "billing/refund")
+
+    assert result.exit_code == 0, result.output
+    assert (project / "billing/jobs/billing/__init__.py").is_file()
+    source = (project / "billing/jobs/billing/refund.py").read_text()
+    assert '@job(name="billing.billing.refund", queue="default")' in source
+    assert "class RefundJob:" in source
+    assert (project / "tests/jobs/billing/test_refund.py").is_file()
+
+
+def test_retry_and_idempotency_options_reach_the_decorator(entry: str, project: Path):
+    result = run_make(
+        entry,
+        project,
+        "make:job",
+        "Charge",
+        "--retry-for",
+        "ConnectionError,TimeoutError,socket.gaierror",
+        "--max-retries",
+        "4",
+        "--backoff",
+        "3",
+        "--idempotent",
+    )
+
+    assert result.exit_code == 0, result.output
+    source = (project / "billing/jobs/charge.py").read_text()
+    assert "import socket\n" in source
+    assert "retry_for=(ConnectionError, TimeoutError, socket.gaierror)," in source
+    assert "max_retries=4," in source
+    assert "backoff=3," in source
+    assert "idempotent=True," in source
+
+
+def test_running_again_skips_identical_files(entry: str, project: Path):
+    assert run_make(entry, project, "make:job", "invoice").exit_code == 0
+
+    again = run_make(entry, project, "make:job", "InvoiceJob")
+
+    assert again.exit_code == 0, again.output
+    assert "skipped billing/jobs/invoice.py" in again.output
+    assert "skipped tests/jobs/test_invoice.py" in again.output
+
+
+def test_force_overwrites_a_changed_job(entry: str, project: Path):
+    assert run_make(entry, project, "make:job", "invoice").exit_code == 0
+    job = project / "billing/jobs/invoice.py"
+    job.write_text("# changed\n")
+
+    result = run_make(entry, project, "make:job", "invoice", "--force")
+
+    assert result.exit_code == 0, result.output
+    assert "overwrite billing/jobs/invoice.py" in result.output
+    assert "skipped tests/jobs/test_invoice.py" in result.output
+    assert "class InvoiceJob" in job.read_text()
+
+
+def test_dry_run_reports_and_writes_nothing(entry: str, project: Path):
+    before = snapshot(project)
+
+    result = run_make(entry, project, "make:job", "billing/refund", "--dry-run")
+
+    assert result.exit_code == 0, result.output
+    assert "created billing/jobs/billing/refund.py" in result.output
+    assert "nothing was written" in result.output
+    assert snapshot(project) == before
+
+
+def test_add_lane_updates_the_answer_and_the_lanes_together(entry: str, project: Path):
+    result = run_make(entry, project, "make:job", "Mail", "--queue", "emails", "--add-lane")
+
+    assert result.exit_code == 0, result.output
+    assert "updated .copier-answers.yml" in result.output
+    assert "lanes: critical,default,batch,emails" in (project / ".copier-answers.yml").read_text()
+    lanes = subprocess.run(
+        [sys.executable, "-m", PACKAGE, "queue", "lanes"],
+        cwd=project,
+        env={"PYTHONPATH": str(project), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert lanes.returncode == 0, lanes.stderr
+    assert "emails" in lanes.stdout
+
+
+def test_both_entry_points_write_the_same_bytes(render, tmp_path: Path):
+    rendered = render(broker="redis")
+    commands = [
+        ("make:job", "SendInvoice", "--queue", "batch", "--retry-for", "ConnectionError"),
+        ("make:job", "billing/refund", "--idempotent", "--max-retries", "2", "--backoff", "5"),
+        ("make:job", "Notify", "--queue", "emails", "--add-lane"),
+        ("make:cron", "PurgeSessions", "--schedule", "*/5 * * * *"),
+        ("make:cron", "reports/nightly", "--schedule", 'daily(at="02:00")', "--queue", "batch"),
+    ]
+    trees = {}
+    for entry in ENTRY_POINTS:
+        project = project_copy(rendered, tmp_path / entry)
+        for command in commands:
+            result = run_make(entry, project, *command)
+            assert result.exit_code == 0, (entry, command, result.output)
+        trees[entry] = snapshot(project)
+
+    assert trees["workergen"] == trees["project"]
+    assert "billing/crons/reports/nightly.py" in trees["project"]
+
+
+def test_a_local_stub_overrides_the_template_stub(entry: str, project: Path):
+    stub = project / "billing/core/stubs/job.py.tmpl"
+    (project / "stubs").mkdir()
+    (project / "stubs/job.py.tmpl").write_text("# house style\n" + stub.read_text())
+
+    result = run_make(entry, project, "make:job", "invoice")
+
+    assert result.exit_code == 0, result.output
+    assert (project / "billing/jobs/invoice.py").read_text().startswith("# house style\n")
+
+
+def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path):
+    project = project_copy(render(broker="redis"), tmp_path / "billing")
+    for command in [
+        ("make:job", "SendInvoice", "--retry-for", "ConnectionError,socket.timeout"),
+        ("make:job", "billing/refund", "--idempotent", "--max-retries", "2"),
+        ("make:job", "ReconcileLedgerWithBank", "--retry-for", "ConnectionError,TimeoutError"),
+        ("make:job", "Notify", "--queue", "emails", "--add-lane"),
+        ("make:cron", "PurgeSessions", "--schedule", "*/5 * * * *"),
+        ("make:cron", "reports/weekly", "--schedule", 'weekly("fri", at="18:30")'),
+        ("make:cron", "Tidy", "--schedule", "every_minutes(10)", "--queue", "maint", "--add-lane"),
+    ]:
+        result = run_make("project", project, *command)
+        assert result.exit_code == 0, (command, result.output)
+
+    env = {"PYTHONPATH": str(project), "PATH": "/usr/bin:/bin"}
+    for check in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        linted = subprocess.run(
+            [sys.executable, "-m", *check], cwd=project, capture_output=True, text=True
+        )
+        assert linted.returncode == 0, linted.stdout + linted.stderr
+    tested = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/jobs",
+            "tests/crons",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "16 passed" in tested.stdout  # 2 per generated file + hello's 2
+
+
+# --- refusals: exit 1, a message that says what to do, and no file touched ---
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("class",), "is a Python keyword"),
+        (("core",), "is reserved"),
+        (("tests",), "is reserved"),
+        (("celery",), "is reserved"),
+        (("../evil",), "leaves the jobs/ folder"),
+        (("billing/../../evil",), "leaves the jobs/ folder"),
+        (("/tmp/evil",), "absolute path"),
+        (("a//b",), "empty segment"),
+        (("9lives",), "valid module name"),
+        (("AVeryLongJobNameThatWouldPushItsTestPastTheLineLimitOfTheProject",), "is too long"),
+        (("hello",), "already exist with other content"),
+        (("invoice", "--queue", "nope"), "unknown lane 'nope'; the project's lanes are: critical"),
+        (("invoice", "--queue", "Bad Lane", "--add-lane"), "cannot be a lane"),
+        (("invoice", "--queue", "x-dlq", "--add-lane"), "cannot be a lane"),
+        (("invoice", "--retry-for", "NotAnError"), "is not a built-in exception"),
+        (("invoice", "--retry-for", "os.path/x"), "is not an exception name"),
+    ],
+)
+def test_refusals_exit_1_and_write_nothing(entry: str, project: Path, args, says):
+    before = snapshot(project)
+
+    result = run_make(entry, project, "make:job", *args)
+
+    assert result.exit_code == 1, result.output
+    assert says in result.output
+    assert "Traceback" not in result.output
+    assert snapshot(project) == before
+
+
+def test_a_conflict_writes_none_of_the_files(entry: str, project: Path):
+    # The test file would be new, but the job exists: the whole request is refused.
+    (project / "billing/jobs/invoice.py").write_text("# mine\n")
+    before = snapshot(project)
+
+    result = run_make(entry, project, "make:job", "invoice")
+
+    assert result.exit_code == 1
+    assert "conflict billing/jobs/invoice.py" in result.output
+    assert "--force" in result.output
+    assert snapshot(project) == before
+
+
+def test_a_module_in_the_way_of_a_nested_package_is_refused(entry: str, project: Path):
+    (project / "billing/jobs/billing.py").write_text("# a module\n")
+    before = snapshot(project)
+
+    result = run_make(entry, project, "make:job", "billing/refund")
+
+    assert result.exit_code == 1
+    assert "billing/jobs/billing.py is a module" in result.output
+    assert snapshot(project) == before
+
+
+def test_outside_a_project_it_says_so(entry: str, project: Path, tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    result = run_make(entry, project, "make:job", "invoice", cwd=elsewhere)
+
+    assert result.exit_code == 1
+    assert "is not inside a generated project" in result.output
+    assert "workergen new" in result.output
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_workergen_asks_for_copier_update_when_the_project_predates_make_job(project: Path):
+    (project / "billing/core/scaffold.py").unlink()
+    before = snapshot(project)
+
+    result = run_make("workergen", project, "make:job", "invoice")
+
+    assert result.exit_code == 1
+    assert "has no scaffold.py" in result.output
+    assert "copier update" in result.output
+    assert snapshot(project) == before
