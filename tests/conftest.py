@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker
+from support.brokers import IN_CI, RABBITMQ_URL, REDIS_URL, port_open, require_broker
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,3 +50,25 @@ def redis_url() -> str:
 @pytest.fixture(scope="session")
 def rabbitmq_url() -> str:
     return require_broker("rabbitmq", RABBITMQ_URL)
+
+
+@pytest.fixture(scope="session")
+def sqs_url() -> Iterator[str]:
+    """A local SQS (moto in server mode) on loopback, for the whole session."""
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true requires SQS: moto[server] is not installed ({exc})")
+        pytest.skip(f"moto[server] is not installed ({exc}); pip install -e '.[dev]'")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        port = server._server.server_port
+        url = f"sqs://testing:testing@127.0.0.1:{port}"
+        if not port_open(url, timeout=5):
+            pytest.fail(f"moto server did not listen on 127.0.0.1:{port}")
+        yield url
+    finally:
+        server.stop()

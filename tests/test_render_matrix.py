@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BROKERS = ["redis", "rabbitmq"]
+BROKERS = ["redis", "rabbitmq", "sqs"]
 # Answers a broker asks on top of the shared ones: RabbitMQ, the queue type of its lanes.
 BROKER_VARIANTS = {
     "rabbitmq": [{"rabbitmq_queue_type": "classic"}, {"rabbitmq_queue_type": "quorum"}],

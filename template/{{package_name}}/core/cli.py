@@ -14,6 +14,7 @@ from . import project
 from .dlq_cli import dlq_app
 from .errors import ProjectError
 from .make_cli import make_cron, make_job
+from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
 )
 queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
+queue_app.command("provision")(queue_provision)
 app.add_typer(dlq_app, name="dlq")
 app.command("make:job")(make_job)
 app.command("make:cron")(make_cron)
@@ -76,6 +78,15 @@ def queue_work(
         raise ProjectError(f"Unknown pool {pool!r}; choose one of: {', '.join(POOLS)}.")
     lanes = parse_lanes(queue)
     choice = choose_pool(pool, sys.platform)
+    if settings.broker_kind == "sqs":
+        from .provision import require_provisioned
+
+        require_provisioned(settings)
+        typer.echo(
+            "SQS: remote control and events are off (SQS has no broadcast); "
+            "`celery inspect`, `control` and Flower will not see this worker.",
+            err=True,
+        )
 
     from .celery_app import app as celery_app
 

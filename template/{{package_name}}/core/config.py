@@ -100,6 +100,11 @@ def transport_options(settings: Settings) -> dict[str, Any]:
     if settings.broker_kind == "amqp":
         # The broker confirms every publish: dispatch returns once RabbitMQ has the job.
         options["confirm_publish"] = True
+    if settings.broker_kind == "sqs":
+        options["region"] = settings.sqs_region
+        options["is_secure"] = settings.effective_sqs_is_secure
+        # Long polling: one request waits up to 10 s for work instead of spinning.
+        options["wait_time_seconds"] = 10
     if settings.broker_kind == "filesystem":
         folder = Path(urlsplit(settings.effective_broker_url).path or ".broker")
         options["data_folder_in"] = str(folder / "messages")
@@ -175,7 +180,19 @@ def build_config(settings: Settings) -> dict[str, Any]:
         "worker_redirect_stdouts": False,
         "timezone": settings.timezone,
         "enable_utc": True,
+        **sqs_overrides(settings),
         "result_backend": backend,
         "result_expires": 3600 if backend else None,
         "task_ignore_result": backend is None,
+    }
+
+
+def sqs_overrides(settings: Settings) -> dict[str, Any]:
+    """SQS has no broadcast: no remote control (pidbox) and no events."""
+    if settings.broker_kind != "sqs":
+        return {}
+    return {
+        "worker_enable_remote_control": False,
+        "worker_send_task_events": False,
+        "task_send_sent_event": False,
     }

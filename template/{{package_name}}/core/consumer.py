@@ -15,7 +15,7 @@ from celery.worker.consumer import Consumer
 from .config import dead_letter_queues
 from .deadletter import DELIVERY_LIMIT, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
-from .deliveries import delivery_counter, message_task
+from .deliveries import broker_deliveries, delivery_counter, message_task
 from .settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,8 @@ class DeadLetterConsumer(Consumer):
                         ),
                         attempts=deliveries - 1,
                     )
+            elif counter is None:
+                message.deliveries = broker_deliveries(message)
             return handle(message)
 
         return on_task_received
@@ -80,7 +82,8 @@ class DeadLetterConsumer(Consumer):
                 counter.forget(task_id, retries)
             return
         # Not recorded: RabbitMQ dead-letters a rejected message itself; on
-        # Redis the message goes back to its lane rather than being lost.
+        # Redis the message goes back to its lane rather than being lost; on
+        # SQS it stays in its queue, bounded by the redrive policy.
         message.reject_log_error(
-            log, self.connection_errors, requeue=get_settings().broker_kind != "amqp"
+            log, self.connection_errors, requeue=get_settings().broker_kind not in ("amqp", "sqs")
         )

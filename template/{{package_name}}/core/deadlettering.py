@@ -29,7 +29,7 @@ from .deadletter import (
     letter_from_message,
     store_for,
 )
-from .deliveries import delivery_counter, message_task
+from .deliveries import delivery_counter, give_back_requeues, message_task
 from .queues import lane_of_queue
 from .settings import get_settings
 
@@ -121,14 +121,15 @@ class DeadLetterRequest(Request):
             deliveries = getattr(self._message, "deliveries", None)
             if deliveries is None or deliveries < get_settings().task_max_deliveries:
                 # Another delivery may succeed (or the broker counts, on quorum queues).
-                return super().reject(requeue=True)
+                return super().reject(requeue=give_back_requeues())
             reason = DELIVERY_LIMIT
             exception = (
                 f"The worker process running it was lost on each of {deliveries} deliveries "
                 f"({exception})."
             )
         elif requeue and reason != TIME_LIMIT:
-            return super().reject(requeue=True)  # the job asked for it: Reject(requeue=True)
+            # The job asked for it: Reject(requeue=True).
+            return super().reject(requeue=give_back_requeues())
         self._dead_letter(reason, exception, traceback)
 
     def acknowledge(self) -> None:
@@ -156,7 +157,7 @@ class DeadLetterRequest(Request):
             # The broker routes it to the lane's dead-letter queue itself.
             super().reject(requeue=False)
         else:
-            super().reject(requeue=True)
+            super().reject(requeue=give_back_requeues())
 
     def _forget_deliveries(self) -> None:
         counter = delivery_counter()

@@ -78,3 +78,21 @@ def message_task(message: Any) -> tuple[str | None, int]:
     task_id = headers.get("id")
     retries = headers.get("retries") or 0
     return (task_id if isinstance(task_id, str) else None), int(retries)
+
+
+def broker_deliveries(message: Any) -> int | None:
+    """How often the broker itself says it delivered a message (SQS: its receive count)."""
+    sqs_message = (message.delivery_info or {}).get("sqs_message") or {}
+    count = (sqs_message.get("Attributes") or {}).get("ApproximateReceiveCount")
+    return int(count) if count else None
+
+
+def give_back_requeues() -> bool:
+    """Whether giving a message back for another delivery is a requeue.
+
+    Not on SQS: a requeue there publishes a fresh copy whose receive count starts
+    again at zero. Rejected without requeue, the message stays in its queue (the
+    redrive policy makes kombu keep it) and SQS delivers it again after the
+    visibility timeout, counting the receive.
+    """
+    return get_settings().broker_kind != "sqs"

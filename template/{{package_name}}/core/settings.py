@@ -19,6 +19,8 @@ DEFAULT_BROKER_URLS = {
     "sqs": "sqs://",
 }
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
 BrokerKind = Literal["redis", "amqp", "sqs", "filesystem", "memory"]
 
 
@@ -48,6 +50,9 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"
     timezone: str = "UTC"
+    sqs_region: str = project.SQS_REGION
+    # None: plain HTTP only for a local endpoint (127.0.0.1 or localhost in BROKER_URL).
+    sqs_is_secure: bool | None = None
 
     @property
     def effective_broker_url(self) -> str:
@@ -86,6 +91,23 @@ class Settings(BaseSettings):
     def uses_visibility_timeout(self) -> bool:
         """Redis and SQS redeliver unacknowledged messages after the visibility timeout."""
         return self.broker_kind in ("redis", "sqs")
+
+    @property
+    def sqs_endpoint(self) -> str | None:
+        """The SQS endpoint named by BROKER_URL's host, or None for AWS's own endpoint."""
+        parts = urlsplit(self.effective_broker_url)
+        if not parts.hostname:
+            return None
+        scheme = "https" if self.effective_sqs_is_secure else "http"
+        port = f":{parts.port}" if parts.port else ""
+        return f"{scheme}://{parts.hostname}{port}"
+
+    @property
+    def effective_sqs_is_secure(self) -> bool:
+        """SQS_IS_SECURE, else HTTPS unless BROKER_URL points at this machine."""
+        if self.sqs_is_secure is not None:
+            return self.sqs_is_secure
+        return urlsplit(self.effective_broker_url).hostname not in LOOPBACK_HOSTS
 
     @property
     def safe_broker_url(self) -> str:

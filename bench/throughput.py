@@ -1,0 +1,331 @@
+"""Worker throughput: a stock Celery app against a generated project, on the same broker.
+
+    python bench/throughput.py [--broker redis|rabbitmq|all] [--tasks 2000] [--concurrency N]
+                               [--variants]
+
+For each broker (loopback only) it fills a queue with N no-op tasks, starts one
+worker, and times the drain: from the first task taken off the queue to the
+queue being empty. The stock app uses Celery's defaults (prefetch 4, early ack,
+pickle-free JSON, WARNING logs); the generated project runs `queue work` on its
+default lane with its own defaults (prefetch 1, late ack, reject on worker lost,
+time limits, JSON logs at INFO). `--variants` also times the generated project
+with one default changed at a time, to show what each guarantee costs.
+
+Workers are started with --pidfile and stopped by their PID; every queue used
+is unique to the run and deleted afterwards. Prints tasks/s and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[1]
+BROKERS = {
+    "redis": os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "rabbitmq": os.environ.get(
+        "WORKERGEN_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
+    ),
+}
+PACKAGE = "benchproj"
+DRAIN_TIMEOUT = 600
+
+STOCK_APP = """\
+import json
+import os
+
+from celery import Celery
+
+app = Celery("stock", broker=os.environ["BENCH_BROKER_URL"])
+app.conf.task_default_queue = os.environ["BENCH_QUEUE"]
+# Variants change one library setting at a time (JSON), to price each guarantee.
+app.conf.update(json.loads(os.environ.get("BENCH_CONF", "{}")))
+
+
+@app.task(name="stock.noop")
+def noop():
+    return None
+"""
+
+NOOP_JOB = f'''"""A job that does nothing, for the throughput benchmark."""
+
+from {PACKAGE}.core import job
+
+
+@job(name="{PACKAGE}.noop", queue="default")
+class NoopJob:
+    def handle(self) -> None:
+        return None
+'''
+
+
+@dataclass
+class Contender:
+    """One worker set-up: how to fill its queue and how to start its worker."""
+
+    label: str
+    queue: str
+    cwd: Path
+    fill: list[str]
+    work: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def render_project(dest: Path) -> Path:
+    """A generated project (the working tree's template), with a no-op job."""
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "copier"),
+            "copy",
+            "--trust",
+            "--defaults",
+            "--quiet",
+            "--data",
+            f"project_name={PACKAGE}",
+            "--data",
+            "broker=redis",
+            str(REPO),
+            str(dest),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (dest / PACKAGE / "jobs" / "noop.py").write_text(NOOP_JOB)
+    return dest
+
+
+class QueueDepth:
+    """Counts the messages waiting in a queue over one open connection."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("redis"):
+            import redis
+
+            self.redis = redis.Redis.from_url(url)
+        else:
+            from kombu import Connection
+
+            self.connection = Connection(url)
+            self.channel = self.connection.channel()
+
+    def __call__(self, queue: str) -> int:
+        if self.url.startswith("redis"):
+            return int(self.redis.llen(queue))
+        return self.channel.queue_declare(queue, passive=True).message_count
+
+    def close(self) -> None:
+        if self.url.startswith("redis"):
+            self.redis.close()
+        else:
+            self.connection.release()
+
+
+def delete_queue(url: str, queue: str) -> None:
+    from kombu import Connection
+
+    try:
+        with Connection(url) as conn:
+            conn.default_channel.queue_delete(queue)
+    except Exception as exc:
+        print(f"  (could not delete queue {queue}: {exc})", file=sys.stderr)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Warm shutdown by PID, then kill that PID if it does not stop."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
+    """Fill the queue, start the worker, return tasks/s over the drain."""
+    env = {**os.environ, **contender.env}
+    subprocess.run(contender.fill, cwd=contender.cwd, env=env, check=True, timeout=300)
+    depth = QueueDepth(url)
+    queued = depth(contender.queue)
+    if queued != tasks:
+        raise SystemExit(f"{contender.label}: expected {tasks} queued, found {queued}")
+    pidfile = scratch / f"{uuid.uuid4().hex[:8]}.pid"
+    log = (scratch / f"{contender.label.replace(' ', '_')}.log").open("wb")
+    worker = subprocess.Popen(
+        [*contender.work, "--pidfile", str(pidfile)],
+        cwd=contender.cwd,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        started = None
+        while time.monotonic() < deadline:
+            left = depth(contender.queue)
+            now = time.perf_counter()
+            if started is None and left < tasks:
+                started = now
+                start_left = left
+            if started is not None and left == 0:
+                # The first poll saw `start_left` left: that many ran in the timed span.
+                return start_left / (now - started)
+            if worker.poll() is not None:
+                raise SystemExit(f"{contender.label}: worker exited early, see {log.name}")
+            time.sleep(0.05)
+        raise SystemExit(f"{contender.label}: queue not drained in {DRAIN_TIMEOUT} s")
+    finally:
+        stop(worker)
+        log.close()
+        depth.close()
+        delete_queue(url, contender.queue)
+
+
+def contenders(
+    url: str, project: Path, stock_dir: Path, tasks: int, concurrency: int, variants: bool
+) -> list[Contender]:
+    python = sys.executable
+
+    def stock(label: str, *extra: str, **conf: object) -> Contender:
+        queue = f"bench-stock-{uuid.uuid4().hex[:8]}"
+        return Contender(
+            label=label,
+            queue=queue,
+            cwd=stock_dir,
+            fill=[
+                python,
+                "-c",
+                f"from stock_app import noop\nfor _ in range({tasks}):\n    noop.delay()\n",
+            ],
+            work=[
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "stock_app",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+                "--without-mingle",
+                "--without-gossip",
+                *extra,
+            ],
+            env={"BENCH_BROKER_URL": url, "BENCH_QUEUE": queue, "BENCH_CONF": json.dumps(conf)},
+        )
+
+    def generated(label: str, *extra: str, **env: str) -> Contender:
+        namespace = f"bench{uuid.uuid4().hex[:8]}"
+        return Contender(
+            label=label,
+            queue=f"{namespace}.default",
+            cwd=project,
+            fill=[
+                python,
+                "-c",
+                f"from {PACKAGE}.jobs.noop import NoopJob\n"
+                f"for _ in range({tasks}):\n"
+                "    NoopJob.dispatch()\n",
+            ],
+            work=[
+                python,
+                "-m",
+                PACKAGE,
+                "queue",
+                "work",
+                "--queue",
+                "default",
+                "--concurrency",
+                str(concurrency),
+                *extra,
+            ],
+            env={
+                "BROKER_URL": url,
+                "QUEUE_NAMESPACE": namespace,
+                "PYTHONPATH": str(project),
+                **env,
+            },
+        )
+
+    chosen = [stock("stock Celery"), generated("generated")]
+    if variants:
+        chosen += [
+            stock("stock, --loglevel INFO", "--loglevel", "INFO"),
+            stock(
+                "stock, acks_late + prefetch 1", task_acks_late=True, worker_prefetch_multiplier=1
+            ),
+            stock(
+                "stock, acks_late + prefetch 1 + INFO",
+                "--loglevel",
+                "INFO",
+                task_acks_late=True,
+                worker_prefetch_multiplier=1,
+            ),
+            generated("generated, prefetch 4", "--prefetch", "4"),
+            generated("generated, LOG_LEVEL=WARNING", LOG_LEVEL="WARNING"),
+            generated("generated, prefetch 4 + WARNING", "--prefetch", "4", LOG_LEVEL="WARNING"),
+        ]
+    return chosen
+
+
+def port_open(url: str) -> bool:
+    import socket
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), 1):
+            return True
+    except OSError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
+    parser.add_argument("--tasks", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--variants", action="store_true", help="also time single changes")
+    options = parser.parse_args()
+
+    brokers = list(BROKERS) if options.broker == "all" else [options.broker]
+    scratch = Path(tempfile.mkdtemp(prefix="workergen-throughput-"))
+    try:
+        project = render_project(scratch / "project")
+        stock_dir = scratch / "stock"
+        stock_dir.mkdir()
+        (stock_dir / "stock_app.py").write_text(STOCK_APP)
+        print(f"{options.tasks} no-op tasks, concurrency {options.concurrency}, prefork pool")
+        for name in brokers:
+            url = BROKERS[name]
+            host = urlsplit(url).hostname or ""
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                raise SystemExit(f"{name}: loopback brokers only, got {host}")
+            if not port_open(url):
+                print(f"{name}: not reachable at {host}; skipped")
+                continue
+            rates = {}
+            for contender in contenders(
+                url, project, stock_dir, options.tasks, options.concurrency, options.variants
+            ):
+                rates[contender.label] = run(contender, url, options.tasks, scratch)
+            base = rates["stock Celery"]
+            for label, rate in rates.items():
+                print(f"{name:<9} {label:<34} {rate:8.0f} tasks/s  {rate / base:5.2f}x stock")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
