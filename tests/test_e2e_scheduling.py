@@ -3,13 +3,16 @@ idempotency. Locks live in the local Redis (LOCK_URL) whatever the broker."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from support.faults import rabbitmq_lock
 from support.projects import Project, unique_namespace
 from support.scheduling import SchedulerProcess, make_traced, runs, wait_until
 
@@ -27,11 +30,11 @@ BROKERS = [
 
 
 @pytest.fixture(params=BROKERS)
-def project(request, render, redis_url: str, tmp_path: Path) -> Project:
+def project(request, render, redis_url: str, tmp_path: Path) -> Iterator[Project]:
     broker = request.param
     broker_url = request.getfixturevalue(BROKER_FIXTURES[broker])
     rendered = render(broker=broker, result_backend="none", queue_namespace="billing")
-    return Project.copy_of(
+    proj = Project.copy_of(
         rendered,
         tmp_path / "billing",
         PACKAGE,
@@ -40,6 +43,9 @@ def project(request, render, redis_url: str, tmp_path: Path) -> Project:
         QUEUE_NAMESPACE=unique_namespace("s"),
         TRACE_FILE=str(tmp_path / "trace.log"),
     )
+    # The RabbitMQ restart test holds this lock alone while the broker is down.
+    with rabbitmq_lock(exclusive=False) if broker == "rabbitmq" else contextlib.nullcontext():
+        yield proj
 
 
 def make(project: Project, *args: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -30,9 +31,17 @@ def port_open(url: str, timeout: float = 1.0) -> bool:
 
 
 def require_broker(name: str, url: str) -> str:
-    """Return the URL when the broker answers; skip (or fail under CI=true) otherwise."""
-    if port_open(url):
-        return url
+    """Return the URL when the broker answers; skip (or fail under CI=true) otherwise.
+
+    Under CI=true it waits a while first: a test may be restarting the broker.
+    """
+    deadline = time.monotonic() + (90 if IN_CI else 2)
+    while True:
+        if port_open(url):
+            return url
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
     reason = f"{name} is not reachable at {url}; {START_HINTS.get(name, '')}"
     if IN_CI:
         pytest.fail(f"CI=true requires every broker: {reason}", pytrace=False)
