@@ -9,7 +9,7 @@ from typing import Any
 from celery.schedules import schedule as Schedule
 
 from .celery_app import app
-from .jobs import Job, _as_function, default_job_name
+from .jobs import Job, _as_function, default_job_name, time_limit_options
 from .queues import DEFAULT_LANE, check_lane, qualified_queue
 from .settings import get_settings
 
@@ -60,11 +60,6 @@ def cron_task(
 
     def register(target: Callable[..., Any]) -> CronTask:
         fun = _as_function(target)
-        options: dict[str, Any] = {}
-        if soft_time_limit is not None:
-            options["soft_time_limit"] = soft_time_limit
-        if time_limit is not None:
-            options["time_limit"] = time_limit
         return app.task(
             fun,
             name=name or default_job_name(fun),
@@ -75,7 +70,7 @@ def cron_task(
             # Crons are never retried: the next tick is the retry.
             autoretry_for=(),
             max_retries=0,
-            **options,
+            **time_limit_options(soft_time_limit, time_limit),
         )
 
     return register

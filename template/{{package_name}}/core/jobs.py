@@ -97,6 +97,12 @@ def default_job_name(obj: Callable[..., Any]) -> str:
     return f"{package}.{rest}" if rest else f"{module}.{obj.__name__}"
 
 
+def time_limit_options(soft_time_limit: int | None, time_limit: int | None) -> dict[str, int]:
+    """Per-task time limits that override TASK_SOFT_TIME_LIMIT / TASK_TIME_LIMIT, if given."""
+    options = {"soft_time_limit": soft_time_limit, "time_limit": time_limit}
+    return {key: value for key, value in options.items() if value is not None}
+
+
 def job(
     obj: Callable[..., Any] | None = None,
     *,
@@ -131,10 +137,7 @@ def job(
             ),
             **options,
         }
-        if soft_time_limit is not None:
-            task_options["soft_time_limit"] = soft_time_limit
-        if time_limit is not None:
-            task_options["time_limit"] = time_limit
+        task_options.update(time_limit_options(soft_time_limit, time_limit))
         return app.task(
             fun,
             name=name or default_job_name(fun),
