@@ -92,16 +92,10 @@ def test_pickle_and_unknown_jobs_end_in_the_dead_letter_queue_unrun(
 ) -> None:
     pickled_id, unknown_id = str(uuid.uuid4()), str(uuid.uuid4())
     with project.worker("--queue", "default"):
-        send = (
-            f"from {PACKAGE}.core.celery_app import app\n"
-            f"from {PACKAGE}.core.queues import qualified_queue\n"
-            f"app.send_task('{PACKAGE}.probe', args=[{str(folder)!r}, 'pickled'], task_id="
-            f"{pickled_id!r}, serializer='pickle', queue=qualified_queue('default'))\n"
-            f"app.send_task('{PACKAGE}.no_such_job', args=[], task_id={unknown_id!r},"
-            " queue=qualified_queue('default'))\n"
+        project.send_raw(
+            f"{PACKAGE}.probe", [str(folder), "pickled"], task_id=pickled_id, serializer="pickle"
         )
-        sent = project.python(send)
-        assert sent.returncode == 0, sent.stderr
+        project.send_raw(f"{PACKAGE}.no_such_job", [], task_id=unknown_id)
         project.dispatch_probes(folder, ["json-after"])
         wait_for_files(folder, ["json-after"])
         letters = wait_for(

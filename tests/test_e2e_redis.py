@@ -86,14 +86,7 @@ def test_namespaces_keep_two_projects_on_one_redis_apart(
 def test_a_pickle_message_is_never_executed(project: Project, tmp_path: Path) -> None:
     done = tmp_path / "done"
     done.mkdir()
-    send_pickle = (
-        f"from {PACKAGE}.core.celery_app import app\n"
-        f"from {PACKAGE}.core.queues import qualified_queue\n"
-        f"app.send_task('{PACKAGE}.probe', args=[{str(done)!r}, 'pickled'],\n"
-        "              serializer='pickle', queue=qualified_queue('default'))\n"
-    )
-    sent = project.python(send_pickle)
-    assert sent.returncode == 0, sent.stderr
+    project.send_raw(f"{PACKAGE}.probe", [str(done), "pickled"], serializer="pickle")
     with project.worker("--queue", "default") as worker:
         # A JSON job queued after it runs, so the worker got past the pickle message.
         project.dispatch_probes(done, ["json-after"])

@@ -257,14 +257,7 @@ def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
     provision(project)
     done = tmp_path / "done"
     done.mkdir()
-    send_pickle = (
-        f"from {PACKAGE}.core.celery_app import app\n"
-        f"from {PACKAGE}.core.queues import qualified_queue\n"
-        f"app.send_task('{PACKAGE}.probe', args=[{str(done)!r}, 'pickled'],\n"
-        "              serializer='pickle', queue=qualified_queue('default'))\n"
-    )
-    sent = project.python(send_pickle)
-    assert sent.returncode == 0, sent.stderr
+    project.send_raw(f"{PACKAGE}.probe", [str(done), "pickled"], serializer="pickle")
     with project.worker("--queue", "default") as worker:
         project.dispatch_probes(done, ["json-after"])
         wait_for_files(done, ["json-after"])

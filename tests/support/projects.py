@@ -84,6 +84,19 @@ class Project:
         done = self.python(code)
         assert done.returncode == 0, done.stderr
 
+    def send_raw(
+        self, task: str, args: list[str], *, task_id: str | None = None, serializer: str = "json"
+    ) -> None:
+        """Put a message straight on the default lane's queue, as a foreign producer would."""
+        code = (
+            f"from {self.package}.core.celery_app import app\n"
+            f"from {self.package}.core.queues import qualified_queue\n"
+            f"app.send_task({task!r}, args={args!r}, task_id={task_id!r},\n"
+            f"              serializer={serializer!r}, queue=qualified_queue('default'))\n"
+        )
+        done = self.python(code)
+        assert done.returncode == 0, done.stderr
+
     def worker(self, *args: str, name: str = "worker", **env: str) -> Worker:
         """A worker process of this project (a context manager)."""
         return Worker(self, list(args), name, env)
