@@ -15,7 +15,13 @@ from celery.worker.consumer import Consumer
 from .config import dead_letter_queues
 from .deadletter import DELIVERY_LIMIT, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
-from .deliveries import broker_deliveries, delivery_counter, message_task
+from .deliveries import (
+    broker_deliveries,
+    delivery_counter,
+    forget_deliveries,
+    message_task,
+    redelivered,
+)
 from .settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -39,7 +45,7 @@ class DeadLetterConsumer(Consumer):
         def on_task_received(message: Any) -> Any:
             task_id, retries = message_task(message)
             if counter is not None and task_id:
-                deliveries = counter.count(task_id, retries)
+                deliveries = counter.count(task_id, retries, redelivered=redelivered(message))
                 message.deliveries = deliveries
                 if deliveries is not None and deliveries > limit:
                     return self._give_up(
@@ -76,10 +82,7 @@ class DeadLetterConsumer(Consumer):
 
     def _give_up(self, message: Any, *, reason: str, exception: str, attempts: int = 1) -> None:
         if dead_letter_message(message, reason=reason, exception=exception, attempts=attempts):
-            task_id, retries = message_task(message)
-            counter = delivery_counter()
-            if counter is not None and task_id:
-                counter.forget(task_id, retries)
+            forget_deliveries(message)
             return
         # Not recorded: RabbitMQ dead-letters a rejected message itself; on
         # Redis the message goes back to its lane rather than being lost; on

@@ -29,7 +29,7 @@ from .deadletter import (
     letter_from_message,
     store_for,
 )
-from .deliveries import delivery_counter, give_back_requeues, message_task
+from .deliveries import forget_deliveries, give_back_requeues
 from .queues import lane_of_queue
 from .settings import get_settings
 
@@ -134,7 +134,7 @@ class DeadLetterRequest(Request):
 
     def acknowledge(self) -> None:
         if not self.acknowledged:
-            self._forget_deliveries()
+            forget_deliveries(self._message)
         super().acknowledge()
 
     def _attempts(self) -> int:
@@ -151,16 +151,10 @@ class DeadLetterRequest(Request):
             attempts=self._attempts(),
         ):
             self.acknowledged = True
-            self._forget_deliveries()
+            forget_deliveries(self._message)
             self.send_event("task-rejected", requeue=False)
         elif get_settings().broker_kind == "amqp":
             # The broker routes it to the lane's dead-letter queue itself.
             super().reject(requeue=False)
         else:
             super().reject(requeue=give_back_requeues())
-
-    def _forget_deliveries(self) -> None:
-        counter = delivery_counter()
-        task_id, retries = message_task(self._message)
-        if counter is not None and task_id:
-            counter.forget(task_id, retries)

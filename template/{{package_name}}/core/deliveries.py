@@ -1,9 +1,11 @@
 """How often a job was delivered: a job that keeps killing its worker is stopped.
 
 RabbitMQ quorum queues count deliveries themselves (`x-delivery-limit`). Redis
-and classic RabbitMQ queues do not: the worker counts each delivery of a task
-id (and retry number) in Redis - the broker itself on Redis, LOCK_URL on
-RabbitMQ - before the job runs.
+and classic RabbitMQ queues do not, but both mark a message they deliver again
+as `redelivered`. A first delivery therefore costs nothing; the worker counts
+each redelivery of a task id (and retry number) in Redis - the broker itself on
+Redis, LOCK_URL on RabbitMQ - before the job runs, and drops the counter once
+the job is done.
 """
 
 from __future__ import annotations
@@ -36,16 +38,21 @@ class DeliveryCounter:
     def key(self, task_id: str, retries: int) -> str:
         return qualified_queue(f"deliveries.{task_id}.{retries}", self.namespace)
 
-    def count(self, task_id: str, retries: int) -> int | None:
-        """Add one delivery and return the total; None when Redis cannot count (run anyway)."""
+    def count(self, task_id: str, retries: int, *, redelivered: bool) -> int | None:
+        """Deliveries so far, this one included; None when Redis cannot count (run anyway).
+
+        The first delivery is not stored: only redeliveries add to the counter.
+        """
+        if not redelivered:
+            return 1
         key = self.key(task_id, retries)
         try:
             pipe = self.client.pipeline(transaction=True)
-            total, _ = pipe.incr(key).expire(key, COUNTER_TTL).execute()
+            redeliveries, _ = pipe.incr(key).expire(key, COUNTER_TTL).execute()
         except redis.RedisError as exc:
             log.warning("Cannot count deliveries of %s (%s); running it anyway.", task_id, exc)
             return None
-        return int(total)
+        return int(redeliveries) + 1
 
     def forget(self, task_id: str, retries: int) -> None:
         """The job is done (or dead-lettered): drop its counter."""
@@ -72,12 +79,27 @@ def delivery_counter() -> DeliveryCounter | None:
     )
 
 
+def forget_deliveries(message: Any) -> None:
+    """The job is done or dead-lettered: drop its counter, if it was delivered again."""
+    if (getattr(message, "deliveries", None) or 1) < 2:
+        return
+    counter = delivery_counter()
+    task_id, retries = message_task(message)
+    if counter is not None and task_id:
+        counter.forget(task_id, retries)
+
+
 def message_task(message: Any) -> tuple[str | None, int]:
     """(task id, retries) from a task message's headers."""
     headers = message.headers or {}
     task_id = headers.get("id")
     retries = headers.get("retries") or 0
     return (task_id if isinstance(task_id, str) else None), int(retries)
+
+
+def redelivered(message: Any) -> bool:
+    """Whether the broker delivered this message before (Redis and RabbitMQ mark it)."""
+    return bool((message.delivery_info or {}).get("redelivered"))
 
 
 def broker_deliveries(message: Any) -> int | None:
