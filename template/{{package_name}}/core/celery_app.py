@@ -36,7 +36,9 @@ def create_app(settings: Settings | None = None) -> Celery:
 def _setup_logging(loglevel: str | None = None, **_: Any) -> None:
     # Connecting here keeps Celery from reconfiguring logging; we log our own way.
     settings = get_settings()
-    configure_logging(loglevel or settings.log_level, settings.log_format)
+    configure_logging(
+        loglevel or settings.log_level, settings.log_format, every_job=settings.log_every_job
+    )
 
 
 app = create_app()

@@ -58,7 +58,8 @@ def queue_work(
     prefetch: Annotated[
         int | None,
         typer.Option(
-            help="Messages reserved per process. Default: WORKER_PREFETCH_MULTIPLIER (1). "
+            help="Messages reserved per process. Default: the lane's LANE_PREFETCH (default "
+            "lane: 4), else WORKER_PREFETCH_MULTIPLIER (1); the lowest of the lanes served. "
             "Raise it only on lanes of short tasks.",
             min=1,
         ),
@@ -77,6 +78,13 @@ def queue_work(
     if pool and pool not in POOLS:
         raise ProjectError(f"Unknown pool {pool!r}; choose one of: {', '.join(POOLS)}.")
     lanes = parse_lanes(queue)
+    if prefetch is None:
+        prefetch = settings.prefetch_for(lanes)
+    else:
+        try:
+            settings.check_prefetch(prefetch, "--prefetch")
+        except ValueError as exc:
+            raise ProjectError(str(exc)) from None
     choice = choose_pool(pool, sys.platform)
     if settings.broker_kind == "sqs":
         from .provision import require_provisioned

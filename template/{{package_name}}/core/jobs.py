@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Retry
 from celery.result import AsyncResult
 
 from . import project
@@ -16,6 +18,8 @@ from .deadletter import utcnow
 from .dispatch import broker_guard
 from .queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
 from .retry import retry_policy
+
+log = logging.getLogger(__name__)
 
 
 class Job(Task):
@@ -37,14 +41,17 @@ class Job(Task):
         lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"))
         if lane and "queue" not in options:
             options["queue"] = qualified_queue(lane)
-        return super().retry(*args, **options)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.idempotent and not self.request.called_directly:
-            from .idempotency import run_once
-
-            return run_once(self, args, kwargs, lambda: super(Job, self).__call__(*args, **kwargs))
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().retry(*args, **options)
+        except Retry as retry:
+            log.info(
+                "retry %d of %s %s: %s",
+                self.request.retries + 1,
+                self.max_retries if self.max_retries is not None else "unlimited",
+                retry.humanize(),
+                retry.exc if retry.exc is not None else retry.message,
+            )
+            raise
 
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
         """Queue the job on its lane; raises QueueUnavailableError when the broker is down."""
@@ -66,6 +73,25 @@ class Job(Task):
             options["queue"] = qualified_queue(check_lane(lane))
         with broker_guard():
             return self.apply_async(args=tuple(args), kwargs=kwargs or {}, **options)
+
+
+class IdempotentJob(Job):
+    """A job whose idempotency key's work runs once (see core/idempotency.py).
+
+    A subclass rather than a check in Job: Celery calls a task's `run` directly
+    unless the class overrides `__call__`, and most jobs should keep that fast path.
+    """
+
+    abstract = True
+    idempotent = True
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.request.called_directly:
+            return super().__call__(*args, **kwargs)
+        from .idempotency import run_once
+
+        parent = super()
+        return run_once(self, args, kwargs, lambda: parent.__call__(*args, **kwargs))
 
 
 def _as_function(obj: Callable[..., Any]) -> Callable[..., Any]:
@@ -141,9 +167,8 @@ def job(
         return app.task(
             fun,
             name=name or default_job_name(fun),
-            base=Job,
+            base=IdempotentJob if idempotent else Job,
             lane=check_lane(queue),
-            idempotent=idempotent,
             **task_options,
         )
 

@@ -9,6 +9,14 @@ from datetime import UTC, datetime
 
 from celery._state import get_current_task
 
+# Celery logs each job twice at INFO: "received" from the worker's main process
+# and "succeeded in 0.01s" from the process that ran it. At a few thousand jobs a
+# second those lines cost more than a short job itself, so Celery's per-job lines
+# are logged only with LOG_EVERY_JOB=true or at DEBUG. Failures stay at ERROR;
+# retries are logged by the job (core/jobs.py), dead letters by the worker.
+RECEIVED_LOGGER = "celery.worker.strategy"
+OUTCOME_LOGGER = "celery.app.trace"
+
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(task_name)s %(task_id)s] %(message)s"
 
 
@@ -48,9 +56,14 @@ def make_handler(fmt: str) -> logging.Handler:
     return handler
 
 
-def configure_logging(level: str | int, fmt: str) -> None:
+def configure_logging(level: str | int, fmt: str, *, every_job: bool = False) -> None:
     """Log through one structured handler, unless the application configured logging already."""
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(make_handler(fmt))
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    every_job = every_job or root.level <= logging.DEBUG
+    for name in (RECEIVED_LOGGER, OUTCOME_LOGGER):
+        logging.getLogger(name).setLevel(
+            logging.NOTSET if every_job else max(root.level, logging.WARNING)
+        )

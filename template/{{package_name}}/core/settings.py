@@ -24,6 +24,10 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 BrokerKind = Literal["redis", "amqp", "sqs", "filesystem", "memory"]
 
 
+# Lanes of short jobs and how many messages each worker process reserves on them.
+SHORT_LANE_PREFETCH = {"default": 4}
+
+
 class Settings(BaseSettings):
     """Every knob of the project, read from the environment or `.env`."""
 
@@ -44,11 +48,17 @@ class Settings(BaseSettings):
     # Redis: a worker whose heartbeat is this many seconds old is dead, and its
     # unacknowledged jobs go back on their lanes.
     worker_heartbeat_ttl: int = Field(default=15, ge=3)
+    # Messages reserved per worker process: one on lanes of long jobs, more on a
+    # lane of short jobs so its worker never waits on the broker between jobs.
+    # Late acknowledgement still gives every reserved message back on a crash.
     worker_prefetch_multiplier: int = Field(default=1, ge=1)
-    worker_max_tasks_per_child: int = Field(default=1000, ge=1)
+    lane_prefetch: dict[str, int] = Field(default_factory=lambda: dict(SHORT_LANE_PREFETCH))
+    worker_max_tasks_per_child: int = Field(default=10_000, ge=1)
     worker_max_memory_per_child: int = Field(default=512_000, ge=1)
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"
+    # Celery's "received" and "succeeded" lines for every job (always at DEBUG).
+    log_every_job: bool = False
     timezone: str = "UTC"
     sqs_region: str = project.SQS_REGION
     # None: plain HTTP only for a local endpoint (127.0.0.1 or localhost in BROKER_URL).
@@ -134,7 +144,43 @@ class Settings(BaseSettings):
                         "running or waiting to retry to a second worker. Raise VISIBILITY_TIMEOUT "
                         f"or lower {name}."
                     )
+        for lane, prefetch in self.lane_prefetch.items():
+            if lane not in project.LANES:
+                raise ValueError(
+                    f"LANE_PREFETCH names the lane {lane!r}, which this project does not have "
+                    f"(lanes: {', '.join(project.LANES)})."
+                )
+            if prefetch < 1:
+                raise ValueError(f"LANE_PREFETCH for {lane!r} must be at least 1.")
+            self.check_prefetch(prefetch, f"LANE_PREFETCH for {lane!r}")
+        self.check_prefetch(self.worker_prefetch_multiplier, "WORKER_PREFETCH_MULTIPLIER")
         return self
+
+    def prefetch_for(self, lanes: list[str] | tuple[str, ...]) -> int:
+        """Messages reserved per process by a worker on these lanes.
+
+        A worker reserves one number for all its lanes, so a lane of long jobs
+        among them (one not in LANE_PREFETCH) keeps it at WORKER_PREFETCH_MULTIPLIER.
+        """
+        return min(self.lane_prefetch.get(lane, self.worker_prefetch_multiplier) for lane in lanes)
+
+    def check_prefetch(self, prefetch: int, name: str) -> None:
+        """Refuse a prefetch whose last reserved message could outwait the visibility timeout.
+
+        That message waits for up to `prefetch` jobs per process ahead of it, each
+        up to TASK_TIME_LIMIT; past VISIBILITY_TIMEOUT the broker would hand it to
+        a second worker while the first still holds it.
+        """
+        if not self.uses_visibility_timeout or prefetch <= 1:
+            return
+        longest_wait = prefetch * self.task_time_limit
+        if self.visibility_timeout <= longest_wait:
+            raise ValueError(
+                f"VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must be longer than "
+                f"{name} ({prefetch}) x TASK_TIME_LIMIT ({self.task_time_limit} s) = "
+                f"{longest_wait} s: a reserved job could wait that long and run twice. "
+                f"Raise VISIBILITY_TIMEOUT or lower {name}."
+            )
 
 
 def mask_password(url: str) -> str:
