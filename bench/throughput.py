@@ -1,18 +1,24 @@
 """Worker throughput: a stock Celery app against a generated project, on the same broker.
 
     python bench/throughput.py [--broker redis|rabbitmq|all] [--tasks 2000] [--concurrency N]
-                               [--variants]
+                               [--repeat 3] [--variants [--only TEXT]]
 
 For each broker (loopback only) it fills a queue with N no-op tasks, starts one
 worker, and times the drain: from the first task taken off the queue to the
 queue being empty. The stock app uses Celery's defaults (prefetch 4, early ack,
-pickle-free JSON, WARNING logs); the generated project runs `queue work` on its
-default lane with its own defaults (prefetch 1, late ack, reject on worker lost,
-time limits, JSON logs at INFO). `--variants` also times the generated project
-with one default changed at a time, to show what each guarantee costs.
+WARNING logs); the generated project (rendered from this checkout for that
+broker) runs `queue work --queue default` with its own defaults (late ack,
+reject on worker lost, dead-lettering, delivery counting, time limits, the
+default lane's prefetch, JSON logs at INFO). `--variants` also times single
+changes on either side, to show what each guarantee costs.
+
+Contenders run in rounds (`--repeat`), so a slow spell on a shared machine hits
+all of them; the medians are printed with the spread, and the CPU time per task
+of the worker's main process and of its pool processes (from /proc), which
+other load on the machine does not change.
 
 Workers are started with --pidfile and stopped by their PID; every queue used
-is unique to the run and deleted afterwards. Prints tasks/s and the ratio.
+is unique to the run and deleted afterwards.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,8 +89,8 @@ class Contender:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def render_project(dest: Path) -> Path:
-    """A generated project (the working tree's template), with a no-op job."""
+def render_project(dest: Path, broker: str) -> Path:
+    """A project generated for `broker` (the working tree's template), with a no-op job."""
     subprocess.run(
         [
             str(Path(sys.executable).parent / "copier"),
@@ -94,7 +101,7 @@ def render_project(dest: Path) -> Path:
             "--data",
             f"project_name={PACKAGE}",
             "--data",
-            "broker=redis",
+            f"broker={broker}",
             str(REPO),
             str(dest),
         ],
@@ -154,8 +161,41 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(10)
 
 
-def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
-    """Fill the queue, start the worker, return tasks/s over the drain."""
+@dataclass
+class Measurement:
+    """One drain: tasks/s, and CPU per task in the worker's main process and its pool."""
+
+    rate: float
+    main_ms: float | None
+    pool_ms: float | None
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(CPU of the process itself, CPU of its children that already exited), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (utime + stime) / tick, (cutime + cstime) / tick
+
+
+def worker_cpu(pid: int) -> tuple[float, float] | None:
+    """(main process, pool processes) CPU seconds of a worker so far; None without /proc."""
+    try:
+        own, exited = cpu_seconds(pid)
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pool = exited
+        for child in children:
+            try:
+                pool += sum(cpu_seconds(int(child)))
+            except FileNotFoundError:
+                continue  # exited since the listing; counted next time in `exited`
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return own, pool
+
+
+def run(contender: Contender, url: str, tasks: int, scratch: Path) -> Measurement:
+    """Fill the queue, start the worker, measure the drain."""
     env = {**os.environ, **contender.env}
     subprocess.run(contender.fill, cwd=contender.cwd, env=env, check=True, timeout=300)
     depth = QueueDepth(url)
@@ -163,7 +203,7 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
     if queued != tasks:
         raise SystemExit(f"{contender.label}: expected {tasks} queued, found {queued}")
     pidfile = scratch / f"{uuid.uuid4().hex[:8]}.pid"
-    log = (scratch / f"{contender.label.replace(' ', '_')}.log").open("wb")
+    log = (scratch / f"{contender.queue}.log").open("wb")
     worker = subprocess.Popen(
         [*contender.work, "--pidfile", str(pidfile)],
         cwd=contender.cwd,
@@ -178,11 +218,17 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
             left = depth(contender.queue)
             now = time.perf_counter()
             if started is None and left < tasks:
-                started = now
-                start_left = left
+                started, start_left = now, left
+                cpu_before = worker_cpu(worker.pid)
             if started is not None and left == 0:
                 # The first poll saw `start_left` left: that many ran in the timed span.
-                return start_left / (now - started)
+                cpu_after = worker_cpu(worker.pid)
+                if cpu_before and cpu_after:
+                    main_ms = (cpu_after[0] - cpu_before[0]) * 1000 / start_left
+                    pool_ms = (cpu_after[1] - cpu_before[1]) * 1000 / start_left
+                else:
+                    main_ms = pool_ms = None
+                return Measurement(start_left / (now - started), main_ms, pool_ms)
             if worker.poll() is not None:
                 raise SystemExit(f"{contender.label}: worker exited early, see {log.name}")
             time.sleep(0.05)
@@ -195,7 +241,13 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> float:
 
 
 def contenders(
-    url: str, project: Path, stock_dir: Path, tasks: int, concurrency: int, variants: bool
+    url: str,
+    project: Path,
+    stock_dir: Path,
+    tasks: int,
+    concurrency: int,
+    variants: bool,
+    only: str | None = None,
 ) -> list[Contender]:
     python = sys.executable
 
@@ -266,17 +318,16 @@ def contenders(
             stock(
                 "stock, acks_late + prefetch 1", task_acks_late=True, worker_prefetch_multiplier=1
             ),
-            stock(
-                "stock, acks_late + prefetch 1 + INFO",
-                "--loglevel",
-                "INFO",
-                task_acks_late=True,
-                worker_prefetch_multiplier=1,
-            ),
-            generated("generated, prefetch 4", "--prefetch", "4"),
-            generated("generated, LOG_LEVEL=WARNING", LOG_LEVEL="WARNING"),
-            generated("generated, prefetch 4 + WARNING", "--prefetch", "4", LOG_LEVEL="WARNING"),
+            stock("stock, acks_late", task_acks_late=True),
+            stock("stock, time limits 300/330 s", task_soft_time_limit=300, task_time_limit=330),
+            stock("stock, max 1000 tasks per child", worker_max_tasks_per_child=1000),
+            generated("generated, prefetch 1 (a long-job lane)", "--prefetch", "1"),
+            generated("generated, prefetch 16", "--prefetch", "16"),
+            generated("generated, LOG_EVERY_JOB=true", LOG_EVERY_JOB="true"),
+            generated("generated, 1000 tasks per child", WORKER_MAX_TASKS_PER_CHILD="1000"),
         ]
+    if only:
+        chosen = [c for c in chosen if c.label in ("stock Celery", "generated") or only in c.label]
     return chosen
 
 
@@ -291,18 +342,45 @@ def port_open(url: str) -> bool:
         return False
 
 
+def median(values: list[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
+
+
+def report(broker: str, runs: dict[str, list[Measurement]]) -> None:
+    """Median tasks/s, ratio to stock Celery, spread, and CPU per task."""
+    base = median([m.rate for m in runs["stock Celery"]]) or 1.0
+    for label, measured in runs.items():
+        rates = [m.rate for m in measured]
+        rate = median(rates) or 0.0
+        main_ms = median([m.main_ms for m in measured])
+        pool_ms = median([m.pool_ms for m in measured])
+        cpu = (
+            f"  cpu/task main {main_ms:.2f} ms, pool {pool_ms:.2f} ms"
+            if main_ms is not None and pool_ms is not None
+            else ""
+        )
+        print(
+            f"{broker:<9} {label:<38} {rate:6.0f} tasks/s {rate / base:5.2f}x stock"
+            f"  ({min(rates):.0f}-{max(rates):.0f}){cpu}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--variants", action="store_true", help="also time single changes")
+    parser.add_argument("--only", help="with --variants: just those whose label contains this")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="rounds over all contenders; medians are printed"
+    )
     options = parser.parse_args()
 
     brokers = list(BROKERS) if options.broker == "all" else [options.broker]
     scratch = Path(tempfile.mkdtemp(prefix="workergen-throughput-"))
     try:
-        project = render_project(scratch / "project")
         stock_dir = scratch / "stock"
         stock_dir.mkdir()
         (stock_dir / "stock_app.py").write_text(STOCK_APP)
@@ -315,14 +393,23 @@ def main() -> None:
             if not port_open(url):
                 print(f"{name}: not reachable at {host}; skipped")
                 continue
-            rates = {}
-            for contender in contenders(
-                url, project, stock_dir, options.tasks, options.concurrency, options.variants
-            ):
-                rates[contender.label] = run(contender, url, options.tasks, scratch)
-            base = rates["stock Celery"]
-            for label, rate in rates.items():
-                print(f"{name:<9} {label:<34} {rate:8.0f} tasks/s  {rate / base:5.2f}x stock")
+            project = render_project(scratch / f"project-{name}", name)
+            chosen = contenders(
+                url,
+                project,
+                stock_dir,
+                options.tasks,
+                options.concurrency,
+                options.variants,
+                options.only,
+            )
+            runs: dict[str, list[Measurement]] = {contender.label: [] for contender in chosen}
+            # Rounds over every contender, so a slow spell on a shared machine
+            # hits all of them rather than one.
+            for _ in range(options.repeat):
+                for contender in chosen:
+                    runs[contender.label].append(run(contender, url, options.tasks, scratch))
+            report(name, runs)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
