@@ -12,10 +12,12 @@ letter and never loses a job.
 from __future__ import annotations
 
 import logging
+import os
 from functools import lru_cache
 from typing import Any
 
-from billiard.einfo import ExceptionWithTraceback
+from billiard.common import human_status
+from billiard.einfo import ExceptionInfo, ExceptionWithTraceback
 from billiard.exceptions import WorkerLostError
 from celery.exceptions import Ignore, Reject, Retry, Terminated, TimeLimitExceeded
 from celery.worker.request import Request
@@ -89,6 +91,32 @@ def dead_letter_message(
     return True
 
 
+def exit_status(pid: int | None) -> int | None:
+    """How a worker process ended: its exit code, or minus the signal that killed it.
+
+    None while it runs, or when that cannot be told (not a child of this
+    process, no waitid). The process is only looked at (WNOWAIT): the pool
+    still collects it as usual.
+    """
+    if not pid or not hasattr(os, "waitid"):
+        return None
+    try:
+        ended = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except OSError:
+        return None
+    if ended is None:
+        return None
+    return ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
+
+
+def worker_lost(status: int) -> ExceptionInfo:
+    """The error the pool reports for a worker process that ended with this status."""
+    try:
+        raise WorkerLostError(f"Worker exited prematurely: {human_status(status)}.") from None
+    except WorkerLostError:
+        return ExceptionInfo()
+
+
 class DeadLetterRequest(Request):
     """A task request whose bad endings go to the dead-letter store, never lost or looping."""
 
@@ -96,6 +124,8 @@ class DeadLetterRequest(Request):
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if not soft:
+            if self._ending and self._ending[0] == WORKER_LOST:
+                return  # Its process was gone before the limit: on_failure gave it back.
             self._ending = (TIME_LIMIT, f"TimeLimitExceeded({timeout})", None)
         super().on_timeout(soft, timeout)
 
@@ -103,6 +133,8 @@ class DeadLetterRequest(Request):
         exc = exc_info.exception
         if isinstance(exc, ExceptionWithTraceback):
             exc = exc.exc
+        if isinstance(exc, TimeLimitExceeded) and (lost := self._lost_process()) is not None:
+            exc_info, exc = lost, lost.exception.exc
         if isinstance(exc, TimeLimitExceeded):
             self._ending = (TIME_LIMIT, repr(exc), exc_info.traceback)
         elif isinstance(exc, WorkerLostError | SystemExit | KeyboardInterrupt):
@@ -136,6 +168,26 @@ class DeadLetterRequest(Request):
         if not self.acknowledged:
             forget_deliveries(self._message)
         super().acknowledge()
+
+    def _lost_process(self) -> ExceptionInfo | None:
+        """A WorkerLostError when the job's process had exited before its hard time limit.
+
+        The pool can notice a dead process seconds late (it may look before the
+        process can be collected, and then only every few seconds), so the hard
+        limit can come first. Such a job did not run past its limit: its process
+        was lost, which redelivery and TASK_MAX_DELIVERIES deal with.
+        """
+        status = exit_status(self.worker_pid)
+        if status is None:
+            return None
+        log.warning(
+            "%s[%s] reached its hard time limit after its worker process had exited (%s): "
+            "handled as a lost worker process.",
+            self.name,
+            self.id,
+            human_status(status),
+        )
+        return worker_lost(status)
 
     def _attempts(self) -> int:
         if self._ending and self._ending[0] == WORKER_LOST:
