@@ -3,54 +3,31 @@ idempotency. Locks live in the local Redis (LOCK_URL) whatever the broker."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from support.faults import rabbitmq_lock
-from support.projects import Project, unique_namespace
-from support.scheduling import SchedulerProcess, make_traced, runs, wait_until
+from support.projects import Project
+from support.scheduling import (
+    BROKERS,
+    SchedulerProcess,
+    broker_project,
+    make,
+    make_traced,
+    runs,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
-
-PACKAGE = "billing"
-COPIER_YML = Path(__file__).resolve().parents[1] / "copier.yml"
-BROKER_FIXTURES = {"redis": "redis_url", "rabbitmq": "rabbitmq_url"}
-# Every broker copier.yml offers that runs on this machine (SQS has its own suite).
-BROKERS = [
-    choice
-    for choice in yaml.safe_load(COPIER_YML.read_text())["broker"]["choices"].values()
-    if choice in BROKER_FIXTURES
-]
 
 
 @pytest.fixture(params=BROKERS)
 def project(request, render, redis_url: str, tmp_path: Path) -> Iterator[Project]:
-    broker = request.param
-    broker_url = request.getfixturevalue(BROKER_FIXTURES[broker])
-    rendered = render(broker=broker, result_backend="none", queue_namespace="billing")
-    proj = Project.copy_of(
-        rendered,
-        tmp_path / "billing",
-        PACKAGE,
-        BROKER_URL=broker_url,
-        LOCK_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace("s"),
-        TRACE_FILE=str(tmp_path / "trace.log"),
-    )
-    # The RabbitMQ restart test holds this lock alone while the broker is down.
-    with rabbitmq_lock(exclusive=False) if broker == "rabbitmq" else contextlib.nullcontext():
+    with broker_project(request, render, redis_url, tmp_path) as proj:
         yield proj
-
-
-def make(project: Project, *args: str) -> None:
-    done = project.run(*args)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_a_made_job_is_dispatched_and_run_by_a_worker(project: Project):

@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from support.projects import Project
+import pytest
+import yaml
+
+from support.faults import rabbitmq_lock
+from support.projects import Project, unique_namespace
+
+PACKAGE = "billing"
+COPIER_YML = Path(__file__).resolve().parents[2] / "copier.yml"
+BROKER_FIXTURES = {"redis": "redis_url", "rabbitmq": "rabbitmq_url"}
+# Every broker copier.yml offers that runs on this machine (SQS has its own suite).
+BROKERS = [
+    choice
+    for choice in yaml.safe_load(COPIER_YML.read_text())["broker"]["choices"].values()
+    if choice in BROKER_FIXTURES
+]
 
 # Replaces the body of a generated cron/job: append one line per run to $TRACE_FILE.
 TRACE_BODY = """    def handle(self, *args: object) -> None:
@@ -22,11 +38,44 @@ TRACE_BODY = """    def handle(self, *args: object) -> None:
 """
 
 
-def make_traced(path: Path) -> None:
-    """Give a module written by make:job / make:cron a body that records each run."""
+@contextlib.contextmanager
+def broker_project(
+    request: pytest.FixtureRequest, render: Callable[..., Path], redis_url: str, tmp_path: Path
+) -> Iterator[Project]:
+    """A project on the broker `request.param`, its locks in the local Redis."""
+    broker = request.param
+    broker_url = request.getfixturevalue(BROKER_FIXTURES[broker])
+    rendered = render(broker=broker, result_backend="none", queue_namespace="billing")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=broker_url,
+        LOCK_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace("s"),
+        TRACE_FILE=str(tmp_path / "trace.log"),
+    )
+    # The RabbitMQ restart test holds this lock alone while the broker is down.
+    with rabbitmq_lock(exclusive=False) if broker == "rabbitmq" else contextlib.nullcontext():
+        yield proj
+
+
+def make(project: Project, *args: str) -> None:
+    """Run a make: command of the project, which must succeed."""
+    done = project.run(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def give_body(path: Path, body: str) -> None:
+    """Replace the `handle` a make:job / make:cron module was written with."""
     source = path.read_text()
     head, _, _ = source.partition("    def handle(self)")
-    path.write_text(head + TRACE_BODY)
+    path.write_text(head + body)
+
+
+def make_traced(path: Path) -> None:
+    """Give a module written by make:job / make:cron a body that records each run."""
+    give_body(path, TRACE_BODY)
 
 
 def runs(trace: Path) -> list[float]:

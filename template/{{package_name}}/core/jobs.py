@@ -6,7 +6,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from celery import Task
 from celery.exceptions import Retry
@@ -36,13 +36,8 @@ class Job(Task):
         headers = dict(self.request.headers or {})
         headers.setdefault("first_failed_at", self.request.get("first_failed_at") or utcnow())
         options["headers"] = {**headers, **options.get("headers", {})}
-        # Back on the lane it came from (it may have been dispatched to another
-        # lane than the job's own; delayed routing keys carry a prefix).
-        lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"))
-        if lane and "queue" not in options:
-            options["queue"] = qualified_queue(lane)
         try:
-            return super().retry(*args, **options)
+            return super().retry(*args, **self._back_on_its_lane(options))
         except Retry as retry:
             log.info(
                 "retry %d of %s %s: %s",
@@ -52,6 +47,28 @@ class Job(Task):
                 retry.exc if retry.exc is not None else retry.message,
             )
             raise
+
+    def redeliver_later(self, countdown: int, reason: str) -> NoReturn:
+        """End this delivery as a retry does, with the same message sent again in `countdown` s.
+
+        Unlike `retry`, nothing failed: the copy keeps this delivery's task id and
+        retry number, and counts against no retry limit.
+        """
+        again = self.signature_from_request(countdown=countdown, **self._back_on_its_lane({}))
+        if not self.request.is_eager:
+            again.apply_async()
+        raise Retry(reason, when=countdown, sig=again)
+
+    def _back_on_its_lane(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Send the copy to the lane the delivery came from.
+
+        It may have been dispatched to another lane than the job's own, and
+        delayed routing keys carry a prefix.
+        """
+        lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"))
+        if lane and "queue" not in options:
+            options["queue"] = qualified_queue(lane)
+        return options
 
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
         """Queue the job on its lane; raises QueueUnavailableError when the broker is down."""

@@ -12,6 +12,7 @@ from .settings import get_settings
 # Only the holder may renew or release: compare the token, then act, atomically.
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"  # noqa: E501
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"  # noqa: E501
+_REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) and 1 else return 0 end"  # noqa: E501
 
 
 @functools.cache
@@ -22,6 +23,17 @@ def _client(url: str) -> redis.Redis:
 def lock_client() -> redis.Redis:
     """The Redis client for LOCK_URL (the local Redis fallback when unset)."""
     return _client(get_settings().effective_lock_url)
+
+
+def replace_if_held(client: redis.Redis, key: str, held: str, value: str, ttl: float) -> bool:
+    """Set `key` to `value` for `ttl` seconds if it still holds `held`; False if it changed."""
+    ttl_ms = max(1, int(ttl * 1000))
+    return bool(client.eval(_REPLACE, 1, key, held, value, ttl_ms))
+
+
+def delete_if_held(client: redis.Redis, key: str, held: str) -> bool:
+    """Delete `key` if it still holds `held`; False if it changed (or is gone)."""
+    return bool(client.eval(_RELEASE, 1, key, held))
 
 
 class ExpiringLock:
@@ -47,5 +59,5 @@ class ExpiringLock:
     def release(self) -> None:
         """Give the lock back, if still ours."""
         if self.held:
-            self.client.eval(_RELEASE, 1, self.key, self.token)
+            delete_if_held(self.client, self.key, self.token)
             self.held = False
