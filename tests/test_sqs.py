@@ -71,6 +71,8 @@ def project(render, sqs_url: str, tmp_path: Path) -> Project:
         VISIBILITY_TIMEOUT="4",
         TASK_SOFT_TIME_LIMIT="2",
         TASK_TIME_LIMIT="3",
+        # One message reserved per process: it cannot outwait the 4 s visibility timeout.
+        LANE_PREFETCH='{"default": 1}',
         TASK_RETRY_BACKOFF="0",
         TASK_RETRY_BACKOFF_MAX="1",
         TASK_MAX_DELIVERIES=str(MAX_DELIVERIES),

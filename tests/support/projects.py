@@ -37,7 +37,14 @@ class Project:
     def __init__(self, root: Path, package: str, env: dict[str, str]) -> None:
         self.root = root
         self.package = package
-        self.env = {**os.environ, "PYTHONPATH": str(root), "LOG_FORMAT": "text", **env}
+        # Every job's "received" and "succeeded" lines, so tests can follow jobs in the log.
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "LOG_FORMAT": "text",
+            "LOG_EVERY_JOB": "true",
+            **env,
+        }
 
     @classmethod
     def copy_of(cls, rendered: Path, dest: Path, package: str, **env: str) -> Project:
