@@ -39,17 +39,23 @@ class HolderQoS(redis.QoS):
     def append(self, message: Any, delivery_tag: str) -> None:
         channel = self.channel
         delivery = message.delivery_info
+        now = time.time()
+        # The heartbeat thread keeps the registration fresh; a delivery renews
+        # it only when the last renewal is a beat old (or there was none yet).
+        register = now - channel.registered_at > channel.holder_ttl / 3
         with self.pipe_or_acquire() as pipe:
-            pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()})
+            pipe.zadd(self.unacked_index_key, {delivery_tag: now})
             pipe.hset(
                 self.unacked_key,
                 delivery_tag,
                 dumps([message._raw, delivery["exchange"], delivery["routing_key"]]),
             )
             pipe.sadd(channel.held_key, delivery_tag)
-            pipe.set(channel.alive_key, channel.owner, ex=channel.holder_ttl)
-            pipe.sadd(channel.holders_key, channel.owner)
+            if register:
+                channel.register(pipe)
             pipe.execute()
+        if register:
+            channel.registered_at = now
         virtual.QoS.append(self, message, delivery_tag)
         channel.start_heartbeat()
 
@@ -73,6 +79,8 @@ class HolderChannel(redis.Channel):
         self.owner = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
+        # When this worker last marked itself alive and as a holder (0: never).
+        self.registered_at = 0.0
 
     @property
     def holders_key(self) -> str:
@@ -99,11 +107,19 @@ class HolderChannel(redis.Channel):
             )
             self._beat.start()
 
+    def register(self, pipe: Any) -> None:
+        """Queue the commands that mark this worker alive and as a holder."""
+        pipe.set(self.alive_key, self.owner, ex=self.holder_ttl)
+        pipe.sadd(self.holders_key, self.owner)
+
     def _heartbeat(self) -> None:
         client = self._create_client()
         while not self._beat_stop.wait(self.holder_ttl / 3):
             try:
-                client.set(self.alive_key, self.owner, ex=self.holder_ttl)
+                pipe = client.pipeline()
+                self.register(pipe)
+                pipe.execute()
+                self.registered_at = time.time()
             except Exception as exc:  # keep beating; the next beat may get through
                 log.warning("Worker heartbeat not written: %s", exc)
 
