@@ -322,6 +322,7 @@ def contenders(
             stock("stock, time limits 300/330 s", task_soft_time_limit=300, task_time_limit=330),
             stock("stock, max 1000 tasks per child", worker_max_tasks_per_child=1000),
             generated("generated, prefetch 1 (a long-job lane)", "--prefetch", "1"),
+            generated("generated, prefetch 8", "--prefetch", "8"),
             generated("generated, prefetch 16", "--prefetch", "16"),
             generated("generated, LOG_EVERY_JOB=true", LOG_EVERY_JOB="true"),
             generated("generated, 1000 tasks per child", WORKER_MAX_TASKS_PER_CHILD="1000"),
