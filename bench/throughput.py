@@ -230,7 +230,9 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> Measuremen
                     main_ms = pool_ms = None
                 return Measurement(start_left / (now - started), main_ms, pool_ms)
             if worker.poll() is not None:
-                raise SystemExit(f"{contender.label}: worker exited early, see {log.name}")
+                log.flush()
+                tail = Path(log.name).read_text(errors="replace")[-2000:]
+                raise SystemExit(f"{contender.label}: worker exited early:\n{tail}")
             time.sleep(0.05)
         raise SystemExit(f"{contender.label}: queue not drained in {DRAIN_TIMEOUT} s")
     finally:
@@ -323,7 +325,8 @@ def contenders(
             stock("stock, max 1000 tasks per child", worker_max_tasks_per_child=1000),
             generated("generated, prefetch 1 (a long-job lane)", "--prefetch", "1"),
             generated("generated, prefetch 8", "--prefetch", "8"),
-            generated("generated, prefetch 16", "--prefetch", "16"),
+            # Redis checks that 16 reserved jobs of TASK_TIME_LIMIT cannot outwait it.
+            generated("generated, prefetch 16", "--prefetch", "16", VISIBILITY_TIMEOUT="6000"),
             generated("generated, LOG_EVERY_JOB=true", LOG_EVERY_JOB="true"),
             generated("generated, 1000 tasks per child", WORKER_MAX_TASKS_PER_CHILD="1000"),
         ]
