@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import child_pids, kill_worker_outright, runs, wait_for
+from support.faults import child_pids, dead_letters, kill_worker_outright, runs, wait_for
 from support.projects import Project, Worker
 from support.scheduling import BROKERS, broker_project, give_body, make
 
@@ -173,3 +173,37 @@ def test_a_retry_continues_the_work_and_a_duplicate_of_the_failed_attempt_is_ski
     assert runs(folder, "order-5", "done") == 1
     assert log.count("idempotent job billing.flaky skipped") == 1, log[-3000:]
     assert "took over" not in log, log[-3000:]
+
+
+# Kills its own process while `<token>.crash` exists; records a completed run otherwise.
+CRASHING_BODY = """    def handle(self, folder: str, token: str) -> None:
+        import os
+        import uuid
+        from pathlib import Path
+
+        Path(folder, f"{token}.started.{uuid.uuid4().hex[:8]}").write_text(str(os.getpid()))
+        if Path(folder, f"{token}.crash").exists():
+            os._exit(1)
+        Path(folder, f"{token}.done.{uuid.uuid4().hex[:8]}").write_text(str(os.getpid()))
+"""
+
+
+def test_an_idempotent_job_dead_lettered_after_crashing_runs_when_replayed(
+    project: Project, folder: Path
+) -> None:
+    # Its process dies on every delivery, so no delivery can release the key itself:
+    # dead-lettering does, and the replay (a new task id) is not taken for a duplicate.
+    give_body(project.root / "billing/jobs/charge.py", CRASHING_BODY)
+    (folder / "lost.crash").touch()
+    with project.worker("--queue", "default", "--concurrency", "1", TASK_MAX_DELIVERIES="2") as w:
+        charge(project, f"ChargeJob.dispatch({str(folder)!r}, 'lost')")
+        [letter] = wait_for(lambda: dead_letters(project), 120, "the job to be dead-lettered")
+        assert letter["reason"] == "delivery-limit", letter
+        assert runs(folder, "lost", "started") == 2
+        (folder / "lost.crash").unlink()
+        replayed = project.run("dlq", "replay", "--all")
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        wait_for(lambda: runs(folder, "lost", "done"), 60, "the replayed job to complete")
+        log = w.log()
+    assert runs(folder, "lost", "done") == 1
+    assert SKIPPED not in log, log[-3000:]

@@ -195,6 +195,10 @@ class DeadLetterRequest(Request):
         return int(self._request_dict.get("retries") or 0) + 1
 
     def _dead_letter(self, reason: str, exception: str | None, traceback: str | None) -> None:
+        if getattr(self.task, "idempotent", False):
+            from .idempotency import release_dead_lettered
+
+            release_dead_lettered(self.task, self.id, self.args, self.kwargs, self._message.headers)
         if dead_letter_message(
             self._message,
             reason=reason,

@@ -9,7 +9,8 @@ States in Redis at LOCK_URL under `idempotency:<namespace>.<task>:<key>`:
 - `retrying:<task id>:<attempt>` once that attempt asked for a retry: a later attempt of the
   same task id continues the work; anything else is a duplicate.
 - `done` for IDEMPOTENCY_RETENTION seconds after success: duplicates are skipped.
-- deleted when the job fails for good, so the work may run again.
+- deleted when the job fails for good or is dead-lettered, so the work may run again
+  (a `dlq replay` too).
 
 A delivery that finds the key running under its own task id and attempt is either a
 duplicate of a delivery still at work (Redis or SQS handing out a message twice) or a
@@ -255,6 +256,37 @@ def run_once(
         _running_here.discard(claim)
     client.set(key, DONE, ex=settings.idempotency_retention)
     return result
+
+
+def release_dead_lettered(
+    task: Any, task_id: str, args: Any, kwargs: Any, headers: dict[str, Any] | None
+) -> None:
+    """A dead-lettered job's work did not happen: free the key it still claims.
+
+    A job whose process died (hard time limit, crash on every delivery) cannot
+    release its own claim; without this, a `dlq replay` (a new task id) would be
+    skipped as a duplicate until the claim expired. Only a claim of this task id
+    is deleted, and only if unchanged: `done` or another delivery's claim stays.
+    """
+    from .locks import delete_if_held, lock_client
+
+    if not getattr(task, "idempotent", False):
+        return
+    explicit = (headers or {}).get(HEADER)
+    key = storage_key(
+        task.name,
+        str(explicit)
+        if explicit is not None
+        else derive_key(task.name, tuple(args or ()), dict(kwargs or {})),
+    )
+    client = lock_client()
+    try:
+        found = client.get(key)
+        claim = Claim.parse(found.decode()) if found is not None else None
+        if claim is not None and claim.task_id == task_id:
+            delete_if_held(client, key, found.decode())
+    except redis.RedisError as exc:  # the claim expires by itself
+        log.warning("idempotency key %s of a dead-lettered job not released: %s", key, exc)
 
 
 def _claim(task: Any, client: redis.Redis, key: str, claim: str, ttl: int) -> bool:
