@@ -63,20 +63,6 @@ class DeadLetterConsumer(Consumer):
 
         return on_task_received
 
-    def _release_idempotency_key(self, message: Any) -> None:
-        """An idempotent job given up here never ran to its end: free its key for a replay."""
-        task = self.app.tasks.get((message.headers or {}).get("task"))
-        task_id, _ = message_task(message)
-        if not getattr(task, "idempotent", False) or not task_id:
-            return
-        from .idempotency import release_dead_lettered
-
-        try:
-            args, kwargs, _embed = message.decode()
-        except Exception:  # not a protocol 2 body: its key expires by itself
-            return
-        release_dead_lettered(task, task_id, args, kwargs, message.headers)
-
     def on_decode_error(self, message: Any, exc: Exception) -> None:
         log.error("Undecodable message (%s): dead-lettered, never run.", exc)
         self._give_up(message, reason=REFUSED, exception=f"{type(exc).__name__}: {exc}")
@@ -95,8 +81,6 @@ class DeadLetterConsumer(Consumer):
         self._give_up(message, reason=UNKNOWN_TASK, exception=f"NotRegistered({name!r})")
 
     def _give_up(self, message: Any, *, reason: str, exception: str, attempts: int = 1) -> None:
-        if reason == DELIVERY_LIMIT:
-            self._release_idempotency_key(message)
         if dead_letter_message(message, reason=reason, exception=exception, attempts=attempts):
             forget_deliveries(message)
             return

@@ -32,6 +32,7 @@ from .deadletter import (
     store_for,
 )
 from .deliveries import forget_deliveries, give_back_requeues
+from .idempotency import release_dead_lettered
 from .queues import lane_of_queue
 from .settings import get_settings
 
@@ -59,6 +60,7 @@ def dead_letter_message(
     When the store cannot take it, the message is left unacknowledged for the
     caller to requeue or reject, never dropped.
     """
+    release_dead_lettered(message)
     headers = message.headers or {}
     delivery = message.delivery_info or {}
     letter = letter_from_message(
@@ -195,10 +197,6 @@ class DeadLetterRequest(Request):
         return int(self._request_dict.get("retries") or 0) + 1
 
     def _dead_letter(self, reason: str, exception: str | None, traceback: str | None) -> None:
-        if getattr(self.task, "idempotent", False):
-            from .idempotency import release_dead_lettered
-
-            release_dead_lettered(self.task, self.id, self.args, self.kwargs, self._message.headers)
         if dead_letter_message(
             self._message,
             reason=reason,

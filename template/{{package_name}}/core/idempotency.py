@@ -51,6 +51,7 @@ from typing import Any
 import redis
 from celery.exceptions import Retry
 
+from .deliveries import message_task
 from .queues import qualified_queue
 from .settings import get_settings
 
@@ -73,6 +74,13 @@ def derive_key(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 def storage_key(task_name: str, key: str) -> str:
     return f"idempotency:{qualified_queue(task_name)}:{key}"
+
+
+def job_key(
+    task_name: str, explicit: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str:
+    """Where a job's state lives: under its explicit key, else a hash of its arguments."""
+    return storage_key(task_name, explicit or derive_key(task_name, args, kwargs))
 
 
 def explicit_key(request: Any) -> str | None:
@@ -229,7 +237,7 @@ def run_once(
     settings = get_settings()
     request = task.request
     task_id, attempt = str(request.id), request.retries or 0
-    key = storage_key(task.name, explicit_key(request) or derive_key(task.name, args, kwargs))
+    key = job_key(task.name, explicit_key(request), args, kwargs)
     claim = str(Claim(RUNNING, task_id, attempt, this_process()))
     ttl = (
         (task.time_limit or settings.task_time_limit)
@@ -258,9 +266,7 @@ def run_once(
     return result
 
 
-def release_dead_lettered(
-    task: Any, task_id: str, args: Any, kwargs: Any, headers: dict[str, Any] | None
-) -> None:
+def release_dead_lettered(message: Any) -> None:
     """A dead-lettered job's work did not happen: free the key it still claims.
 
     A job whose process died (hard time limit, crash on every delivery) cannot
@@ -268,23 +274,26 @@ def release_dead_lettered(
     skipped as a duplicate until the claim expired. Only a claim of this task id
     is deleted, and only if unchanged: `done` or another delivery's claim stays.
     """
+    from .celery_app import app
     from .locks import delete_if_held, lock_client
 
-    if not getattr(task, "idempotent", False):
+    task = app.tasks.get((message.headers or {}).get("task"))
+    task_id, _ = message_task(message)
+    # Only JSON is decoded here: refused content (pickle) never is.
+    if not getattr(task, "idempotent", False) or message.content_type != "application/json":
         return
-    explicit = (headers or {}).get(HEADER)
-    key = storage_key(
-        task.name,
-        str(explicit)
-        if explicit is not None
-        else derive_key(task.name, tuple(args or ()), dict(kwargs or {})),
-    )
+    try:
+        args, kwargs, _embed = message.decode()
+    except Exception:  # not a task body: its claim expires by itself
+        return
+    key = job_key(task.name, explicit_key(message), tuple(args), dict(kwargs))
     client = lock_client()
     try:
         found = client.get(key)
-        claim = Claim.parse(found.decode()) if found is not None else None
+        value = found.decode() if found is not None else ""
+        claim = Claim.parse(value)
         if claim is not None and claim.task_id == task_id:
-            delete_if_held(client, key, found.decode())
+            delete_if_held(client, key, value)
     except redis.RedisError as exc:  # the claim expires by itself
         log.warning("idempotency key %s of a dead-lettered job not released: %s", key, exc)
 

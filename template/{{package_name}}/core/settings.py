@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, model_validator
@@ -22,10 +22,6 @@ DEFAULT_BROKER_URLS = {
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 BrokerKind = Literal["redis", "amqp", "sqs", "filesystem", "memory"]
-
-
-# Lanes of short jobs and how many messages each worker process reserves on them.
-SHORT_LANE_PREFETCH = {"default": 4}
 
 
 class Settings(BaseSettings):
@@ -52,7 +48,10 @@ class Settings(BaseSettings):
     # lane of short jobs so its worker never waits on the broker between jobs.
     # Late acknowledgement still gives every reserved message back on a crash.
     worker_prefetch_multiplier: int = Field(default=1, ge=1)
-    lane_prefetch: dict[str, int] = Field(default_factory=lambda: dict(SHORT_LANE_PREFETCH))
+    # Lanes of short jobs and the messages each worker process reserves on them.
+    lane_prefetch: dict[str, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: {"default": 4}
+    )
     worker_max_tasks_per_child: int = Field(default=10_000, ge=1)
     worker_max_memory_per_child: int = Field(default=512_000, ge=1)
     log_level: str = "INFO"
@@ -150,8 +149,6 @@ class Settings(BaseSettings):
                     f"LANE_PREFETCH names the lane {lane!r}, which this project does not have "
                     f"(lanes: {', '.join(project.LANES)})."
                 )
-            if prefetch < 1:
-                raise ValueError(f"LANE_PREFETCH for {lane!r} must be at least 1.")
             self.check_prefetch(prefetch, f"LANE_PREFETCH for {lane!r}")
         self.check_prefetch(self.worker_prefetch_multiplier, "WORKER_PREFETCH_MULTIPLIER")
         return self
