@@ -72,3 +72,11 @@ def sqs_url() -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """An empty folder where the jobs of a test leave their marker files."""
+    path = tmp_path / "done"
+    path.mkdir()
+    return path

@@ -50,13 +50,6 @@ def project(
     proj.run("dlq", "purge", "--yes")
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "done"
-    path.mkdir()
-    return path
-
-
 def test_a_failing_job_reaches_the_dead_letter_queue_after_its_attempts(
     project: Project, folder: Path
 ) -> None:

@@ -32,13 +32,6 @@ def project(render, redis_url: str, tmp_path: Path) -> Project:
     return proj
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "done"
-    path.mkdir()
-    return path
-
-
 def test_a_failing_job_is_dead_lettered_after_its_attempts_while_healthy_jobs_run(
     project: Project, folder: Path
 ) -> None:

@@ -50,13 +50,6 @@ def project(request, render, tmp_path: Path) -> Iterator[Project]:
         yield proj
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "done"
-    path.mkdir()
-    return path
-
-
 def wait_for_runs(folder: Path, tokens: list[str], timeout: float) -> float:
     """Wait until every token has at least one `done` run; returns when (monotonic)."""
     deadline = time.monotonic() + timeout

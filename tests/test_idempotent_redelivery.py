@@ -51,13 +51,6 @@ def project(request, render, redis_url: str, tmp_path: Path) -> Iterator[Project
         yield proj
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "charges"
-    path.mkdir()
-    return path
-
-
 def charge(project: Project, code: str) -> None:
     """Run producer code with ChargeJob imported, in another process."""
     sent = project.python(f"from billing.jobs.charge import ChargeJob\n{code}")
