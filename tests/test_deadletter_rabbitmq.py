@@ -17,6 +17,7 @@ from support.faults import (
     wait_for,
 )
 from support.projects import Project, unique_namespace, wait_for_files
+from support.rabbitmq import remove_namespace
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -48,6 +49,7 @@ def project(
     with rabbitmq_lock(exclusive=False):
         yield proj
     proj.run("dlq", "purge", "--yes")
+    remove_namespace(rabbitmq_url, proj.env["QUEUE_NAMESPACE"], ("critical", "default", "batch"))
 
 
 def test_a_failing_job_reaches_the_dead_letter_queue_after_its_attempts(

@@ -95,6 +95,10 @@ def queue_work(
             "`celery inspect`, `control` and Flower will not see this worker.",
             err=True,
         )
+    if settings.broker_kind == "amqp":
+        from .policies import apply_at_start
+
+        typer.echo(apply_at_start(settings), err=True)
 
     from .celery_app import app as celery_app
 

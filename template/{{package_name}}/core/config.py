@@ -23,33 +23,15 @@ PUBLISH_RETRY_POLICY = {
 
 
 def lane_queue_arguments(settings: Settings, lane: str) -> dict[str, Any]:
-    """RabbitMQ arguments of a lane's queue: where its dead letters go, and its type.
+    """RabbitMQ arguments of a lane's queue: only its type, which no policy can set.
 
-    A message the worker rejects without requeue (failed for good, refused
-    content, unknown job) is routed by the broker to the lane's dead-letter
-    queue. A quorum queue also counts deliveries and dead-letters a message
-    delivered more than TASK_MAX_DELIVERIES times (it keeps killing its worker).
+    Dead-lettering (and a quorum lane's delivery limit) comes from the lane's
+    policy (core/policies.py), so any client may declare the lane as plain Celery
+    does and the broker accepts it as the same queue.
     """
-    if settings.broker_kind != "amqp":
+    if settings.broker_kind != "amqp" or project.QUEUE_TYPE != "quorum":
         return {}
-    dead_letters = dead_letter_queue(lane, settings.queue_namespace)
-    arguments: dict[str, Any] = {
-        "x-dead-letter-exchange": dead_letters,
-        "x-dead-letter-routing-key": dead_letters,
-    }
-    if project.QUEUE_TYPE == "quorum":
-        arguments.update(
-            {
-                "x-queue-type": "quorum",
-                # RabbitMQ dead-letters once the count of returns exceeds the
-                # limit, so N deliveries in all means a limit of N - 1.
-                "x-delivery-limit": settings.task_max_deliveries - 1,
-                # Dead-letter with confirms inside the broker: never dropped on the way.
-                "x-dead-letter-strategy": "at-least-once",
-                "x-overflow": "reject-publish",
-            }
-        )
-    return arguments
+    return {"x-queue-type": "quorum"}
 
 
 def lane_exchange_type() -> str:

@@ -2,7 +2,8 @@
 
 On SQS every lane has a queue and a dead-letter queue; the lane queue's redrive
 policy moves a message there once it has been received TASK_MAX_DELIVERIES
-times. Redis and RabbitMQ need nothing created ahead of time.
+times. On RabbitMQ the workers declare the queues, and each lane gets the policy
+that dead-letters its messages (core/policies.py). Redis needs nothing ahead of time.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ DEAD_LETTER_RETENTION = 14 * 24 * 3600
 NOTHING_TO_PROVISION = {
     "redis": "Redis: nothing to create. Lanes are Redis lists made on first use, and the "
     "project records dead letters itself.",
-    "amqp": "RabbitMQ: nothing to create. The worker declares each lane's queue, its "
-    "dead-letter exchange and dead-letter queue when it starts.",
 }
 
 
@@ -87,6 +86,15 @@ def plan_document(settings: Settings) -> dict[str, Any]:
     if kind == "sqs":
         document["region"] = settings.sqs_region
         document["queues"] = [lane.as_dict() for lane in sqs_plan(settings)]
+    elif kind == "amqp":
+        from .policies import lane_policies
+
+        document["queues"] = []
+        document["policies"] = [policy.as_dict() for policy in lane_policies(settings)]
+        document["note"] = (
+            "RabbitMQ: workers declare the lanes and dead-letter queues; each lane's "
+            "dead-lettering comes from its policy."
+        )
     else:
         document["queues"] = []
         document["note"] = NOTHING_TO_PROVISION.get(kind, f"{kind}: nothing to create.")

@@ -17,13 +17,23 @@ def queue_provision(
         ),
     ] = False,
 ) -> None:
-    """Create every lane queue and its dead-letter queue (SQS); idempotent."""
+    """Create every lane queue and its dead-letter queue (SQS), or set the lanes'
+    dead-letter policies (RabbitMQ); idempotent."""
     from .provision import NOTHING_TO_PROVISION, plan_document, provision_sqs
     from .settings import get_settings
 
     settings = get_settings()
     if as_json:
         typer.echo(json.dumps(plan_document(settings), indent=2))
+        return
+    if settings.broker_kind == "amqp":
+        from .policies import apply_policies, lane_policies
+
+        policies = lane_policies(settings)
+        how = apply_policies(settings, policies)
+        for policy in policies:
+            typer.echo(f"policy {policy.name}  pattern={policy.pattern}  vhost={policy.vhost}")
+        typer.echo(f"RabbitMQ dead-letter policies set with {how}.")
         return
     if settings.broker_kind != "sqs":
         kind = settings.broker_kind

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     sqs_region: str = project.SQS_REGION
     # None: plain HTTP only for a local endpoint (127.0.0.1 or localhost in BROKER_URL).
     sqs_is_secure: bool | None = None
+    # RabbitMQ: where `queue provision` and workers set the lanes' dead-letter
+    # policies (e.g. http://user:password@rabbit:15672); empty = rabbitmqctl on this machine.
+    rabbitmq_management_url: str = ""
+    # Only the highest-priority policy matching a queue applies to it.
+    rabbitmq_policy_priority: int = Field(default=10, ge=0)
 
     @property
     def effective_broker_url(self) -> str:

@@ -1,0 +1,225 @@
+"""RabbitMQ: each lane's dead-lettering comes from a policy, not from queue arguments.
+
+A queue declared with `x-dead-letter-*` arguments must be declared with exactly
+those arguments by every client, producers included: a plain Celery producer that
+declares the lane (`send_task(..., queue="billing.default")`) would be refused
+with PRECONDITION_FAILED. A policy lives on the broker, matches queues by name,
+and can be changed without redeclaring anything, which is what RabbitMQ
+recommends. So the lanes are declared bare (quorum lanes with `x-queue-type`
+only, which no policy can set) and one policy per lane routes its dead letters.
+
+AMQP 0-9-1 cannot set policies; they are applied through the management HTTP API
+(`RABBITMQ_MANAGEMENT_URL`) or, for a broker on this machine, `rabbitmqctl`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from . import project
+from .errors import ProjectError
+from .queues import dead_letter_queue, qualified_queue
+from .settings import LOOPBACK_HOSTS, Settings, mask_password
+
+POLICY_SUFFIX = "dead-letters"
+
+
+class PolicyUnavailableError(ProjectError):
+    """The policies could not be applied from here; the message says how to apply them."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One RabbitMQ policy, as `rabbitmqctl set_policy` and the HTTP API take it."""
+
+    name: str
+    pattern: str
+    definition: dict[str, Any]
+    priority: int
+    vhost: str
+    apply_to: str = "queues"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "vhost": self.vhost,
+            "name": self.name,
+            "pattern": self.pattern,
+            "apply-to": self.apply_to,
+            "definition": self.definition,
+            "priority": self.priority,
+        }
+
+    def rabbitmqctl_args(self) -> list[str]:
+        return [
+            "set_policy",
+            "--vhost",
+            self.vhost,
+            "--priority",
+            str(self.priority),
+            "--apply-to",
+            self.apply_to,
+            self.name,
+            self.pattern,
+            json.dumps(self.definition, sort_keys=True),
+        ]
+
+
+def broker_vhost(settings: Settings) -> str:
+    """The vhost of BROKER_URL (`amqp://host//` and `amqp://host` are `/`)."""
+    path = urlsplit(settings.effective_broker_url).path
+    return unquote(path[1:]) if len(path) > 1 else "/"
+
+
+def lane_pattern(queue: str) -> str:
+    """A pattern that matches this one queue name and nothing else."""
+    return f"^{re.escape(queue)}$"
+
+
+def lane_policies(settings: Settings) -> list[Policy]:
+    """The dead-lettering policy of every lane under QUEUE_NAMESPACE.
+
+    A rejected message (and, on quorum lanes, one delivered more than
+    TASK_MAX_DELIVERIES times) goes to the lane's dead-letter queue. Each pattern
+    is anchored and escaped, so it matches its lane only: never a lane of another
+    namespace, nor a dead-letter queue.
+    """
+    ns = settings.queue_namespace
+    policies = []
+    for lane in project.LANES:
+        queue = qualified_queue(lane, ns)
+        dead_letters = dead_letter_queue(lane, ns)
+        definition: dict[str, Any] = {
+            "dead-letter-exchange": dead_letters,
+            "dead-letter-routing-key": dead_letters,
+        }
+        if project.QUEUE_TYPE == "quorum":
+            definition.update(
+                {
+                    # RabbitMQ dead-letters once the count of returns exceeds the
+                    # limit, so N deliveries in all means a limit of N - 1.
+                    "delivery-limit": settings.task_max_deliveries - 1,
+                    # Dead-letter with confirms inside the broker: never dropped on the way.
+                    "dead-letter-strategy": "at-least-once",
+                    "overflow": "reject-publish",
+                }
+            )
+        policies.append(
+            Policy(
+                name=f"{queue}.{POLICY_SUFFIX}",
+                pattern=lane_pattern(queue),
+                definition=definition,
+                priority=settings.rabbitmq_policy_priority,
+                vhost=broker_vhost(settings),
+            )
+        )
+    return policies
+
+
+def manual_commands(policies: list[Policy]) -> str:
+    """The rabbitmqctl commands an operator runs to apply the policies by hand."""
+    return "\n".join("  rabbitmqctl " + shlex.join(p.rabbitmqctl_args()) for p in policies)
+
+
+def apply_policies(settings: Settings, policies: list[Policy] | None = None) -> str:
+    """Set every lane's policy (idempotent); returns how they were applied.
+
+    Through RABBITMQ_MANAGEMENT_URL when set, else `rabbitmqctl` when the broker
+    runs on this machine. Raises PolicyUnavailableError, with the commands to run,
+    when neither is possible.
+    """
+    policies = policies if policies is not None else lane_policies(settings)
+    if settings.rabbitmq_management_url:
+        return _apply_over_http(settings, policies)
+    ctl = shutil.which("rabbitmqctl")
+    host = urlsplit(settings.effective_broker_url).hostname or "localhost"
+    if ctl and host in LOOPBACK_HOSTS:
+        return _apply_with_rabbitmqctl(ctl, policies)
+    raise PolicyUnavailableError(
+        "Cannot set the lanes' dead-letter policies from here: AMQP cannot set policies, "
+        "RABBITMQ_MANAGEMENT_URL is empty and no rabbitmqctl reaches the broker.\n"
+        "Set RABBITMQ_MANAGEMENT_URL (e.g. http://user:password@rabbit:15672) and run "
+        "`queue provision`, or apply them on the broker:\n" + manual_commands(policies)
+    )
+
+
+def _apply_with_rabbitmqctl(ctl: str, policies: list[Policy]) -> str:
+    for policy in policies:
+        try:
+            done = subprocess.run(
+                [ctl, "--quiet", *policy.rabbitmqctl_args()],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            done = None
+            detail = str(exc)
+        else:
+            detail = (done.stderr or done.stdout).strip()
+        if done is None or done.returncode != 0:
+            raise PolicyUnavailableError(
+                f"rabbitmqctl could not set the policy {policy.name}: {detail}\n"
+                "Run it as a user allowed to manage the broker:\n" + manual_commands(policies)
+            )
+    return "rabbitmqctl"
+
+
+def _apply_over_http(settings: Settings, policies: list[Policy]) -> str:
+    parts = urlsplit(settings.rabbitmq_management_url)
+    broker = urlsplit(settings.effective_broker_url)
+    user = unquote(parts.username or broker.username or "guest")
+    password = unquote(parts.password or broker.password or "guest")
+    port = f":{parts.port}" if parts.port else ""
+    base = f"{parts.scheme or 'http'}://{parts.hostname}{port}{parts.path.rstrip('/')}"
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    safe = mask_password(settings.rabbitmq_management_url)
+    for policy in policies:
+        body = {k: v for k, v in policy.as_dict().items() if k not in ("vhost", "name")}
+        request = urllib.request.Request(
+            f"{base}/api/policies/{quote(policy.vhost, safe='')}/{quote(policy.name, safe='')}",
+            data=json.dumps(body).encode(),
+            method="PUT",
+            headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10):
+                pass
+        except urllib.error.HTTPError as exc:
+            raise PolicyUnavailableError(
+                f"The management API at {safe} refused the policy {policy.name}: HTTP "
+                f"{exc.code} {exc.reason}. The user needs the 'policymaker' or "
+                "'administrator' tag on the vhost."
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise PolicyUnavailableError(
+                f"Cannot reach the management API at {safe}: {exc}. Is the "
+                "rabbitmq_management plugin enabled (rabbitmq-plugins enable rabbitmq_management)?"
+            ) from None
+    return f"the management API at {safe}"
+
+
+def apply_at_start(settings: Settings) -> str:
+    """Worker start-up: set the policies, or say what is missing without them; never fails."""
+    try:
+        how = apply_policies(settings)
+    except PolicyUnavailableError as exc:
+        delivery_limit = (
+            " and nothing bounds the deliveries of a job that kills its worker"
+            if project.QUEUE_TYPE == "quorum"
+            else ""
+        )
+        return (
+            f"Warning: {exc}\nWithout them the worker still dead-letters failed, refused and "
+            "unknown jobs itself, but a message it rejects is dropped" + delivery_limit + "."
+        )
+    return f"RabbitMQ: the lanes' dead-letter policies are set ({how})."
