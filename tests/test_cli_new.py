@@ -71,6 +71,8 @@ def test_flags_and_data_answer_the_questions(tmp_path: Path):
         "default,emails",
         "--data",
         "result_backend=redis",
+        "--data",
+        "http_api=false",
     )
 
     assert result.exit_code == 0, result.output
@@ -276,6 +278,7 @@ def test_questions_are_asked_on_a_terminal(tmp_path: Path, monkeypatch: pytest.M
         # erase it and accept.
         "," + ENTER + BACKSPACE + ENTER,
         DOWN + ENTER,  # result_backend: the second choice
+        "y",  # http_api: yes
     ]
     target = tmp_path / "inter"
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
@@ -288,6 +291,7 @@ def test_questions_are_asked_on_a_terminal(tmp_path: Path, monkeypatch: pytest.M
     assert answers["description"] == "Background workers for inter and more"
     assert answers["lanes"] == "critical,default,batch"
     assert answers["result_backend"] == "redis"
+    assert answers["http_api"] is True
 
 
 def test_input_ending_at_a_prompt_is_an_error_naming_the_flag(
@@ -321,7 +325,14 @@ def test_flags_are_not_asked_again_on_a_terminal(tmp_path: Path, monkeypatch: py
     result = run("new", str(tmp_path / "billing"), "--package", "billing", "--lanes", "default")
 
     assert result.exit_code == 0, result.output
-    assert asked == ["project_name", "description", "broker", "queue_namespace", "result_backend"]
+    assert asked == [
+        "project_name",
+        "description",
+        "broker",
+        "queue_namespace",
+        "result_backend",
+        "http_api",
+    ]
 
 
 # --- the command line itself -----------------------------------------------
@@ -359,7 +370,7 @@ def test_help_does_not_import_copier():
 
 def test_the_rabbitmq_queue_type_is_asked_only_for_rabbitmq(tmp_path: Path):
     flags = ["--name", "q", "--package", "q", "--description", "d", "--namespace", "q"]
-    flags += ["--lanes", "default", "--result-backend", "none"]
+    flags += ["--lanes", "default", "--result-backend", "none", "--data", "http_api=false"]
     missing = run("new", str(tmp_path / "missing"), *flags, "--broker", "rabbitmq")
     assert missing.exit_code == 1
     assert "--data rabbitmq_queue_type=VALUE" in missing.output

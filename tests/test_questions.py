@@ -337,6 +337,7 @@ def test_collect_with_defaults(questionnaire, env):
         "queue_namespace": "shop_front",
         "lanes": "default,batch",
         "result_backend": "none",
+        "http_api": False,
     }
 
 
@@ -411,6 +412,7 @@ def test_collect_asks_only_what_is_missing_with_rendered_defaults(questionnaire,
         "queue_namespace",
         "lanes",
         "result_backend",
+        "http_api",
     ]
     assert dict(asked)["package_name"] == "billing"
     assert dict(asked)["queue_namespace"] == "billing"

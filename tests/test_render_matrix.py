@@ -25,6 +25,13 @@ MATRIX = [
     for v in BROKER_VARIANTS.get(b, [{}])
     for r in RESULT_BACKENDS
     for n in NAMESPACES
+] + [
+    # The HTTP front door adds files of its own: once per broker is enough.
+    pytest.param(
+        {"broker": b, "result_backend": r, "queue_namespace": "ventas", "http_api": True},
+        id=f"{b}-results_{r}-ns_ventas-http_api",
+    )
+    for b, r in [("redis", "none"), ("rabbitmq", "redis"), ("sqs", "none")]
 ]
 
 
@@ -33,7 +40,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("answers", MATRIX)
-def test_renders_lints_and_passes_its_own_tests(render, answers: dict[str, str]) -> None:
+def test_renders_lints_and_passes_its_own_tests(render, answers: dict[str, object]) -> None:
     project = render(**answers)
     package = "billing"
     assert (project / package / "core" / "celery_app.py").is_file()

@@ -31,6 +31,10 @@ app.add_typer(dlq_app, name="dlq")
 app.command("make:job")(make_job)
 app.command("make:cron")(make_cron)
 app.add_typer(schedule_app, name="schedule")
+if project.HTTP_API:
+    from .http_cli import http_app
+
+    app.add_typer(http_app, name="http")
 
 log = logging.getLogger(__name__)
 
