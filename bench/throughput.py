@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-REPO = Path(__file__).resolve().parents[1]
+from running import render_project as render
+from running import stop
+
 BROKERS = {
     "redis": os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "rabbitmq": os.environ.get(
@@ -91,23 +92,7 @@ class Contender:
 
 def render_project(dest: Path, broker: str) -> Path:
     """A project generated for `broker` (the working tree's template), with a no-op job."""
-    subprocess.run(
-        [
-            str(Path(sys.executable).parent / "copier"),
-            "copy",
-            "--trust",
-            "--defaults",
-            "--quiet",
-            "--data",
-            f"project_name={PACKAGE}",
-            "--data",
-            f"broker={broker}",
-            str(REPO),
-            str(dest),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    render(dest, PACKAGE, broker=broker)
     (dest / PACKAGE / "jobs" / "noop.py").write_text(NOOP_JOB)
     return dest
 
@@ -147,18 +132,6 @@ def delete_queue(url: str, queue: str) -> None:
             conn.default_channel.queue_delete(queue)
     except Exception as exc:
         print(f"  (could not delete queue {queue}: {exc})", file=sys.stderr)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Warm shutdown by PID, then kill that PID if it does not stop."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(10)
 
 
 @dataclass

@@ -6,6 +6,7 @@ Your code lives in `jobs/`, `crons/` and `tests/`; import what you need from her
 from .crons import cron_task
 from .dispatch import broker_guard
 from .errors import ConfigurationError, ProjectError, QueueUnavailableError
+from .flows import start_flow
 from .jobs import Job, job
 from .queues import dead_letter_queue, qualified_queue
 from .retry import retry_policy
@@ -24,4 +25,5 @@ __all__ = [
     "job",
     "qualified_queue",
     "retry_policy",
+    "start_flow",
 ]
