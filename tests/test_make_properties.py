@@ -21,6 +21,7 @@ INJECTION = 'weekly(day="mon\\"+str(__import__(\\"os\\").system(\\"touch pwned\\
 EXAMPLES = settings(
     max_examples=250,
     deadline=None,
+    database=None,  # no .hypothesis/ folder: every run draws afresh
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -161,5 +162,5 @@ def test_any_input_gives_clean_python_or_a_refusal(scaffold, project, tmp_path, 
             accepted.append(files)
 
     check()
-    assert len(accepted) > 50, "too few examples were accepted to lint what is written"
+    assert len(accepted) > 20, "too few examples were accepted to lint what is written"
     lint(project, tmp_path, accepted)
