@@ -1,4 +1,4 @@
-"""A job or cron module that cannot be imported stops the worker and the scheduler, in one message."""
+"""A job or cron module that cannot be imported stops the worker and the scheduler, in one line."""
 
 from __future__ import annotations
 
@@ -78,5 +78,6 @@ def test_the_projects_own_tests_fail_on_it(broken):
     )
 
     assert tested.returncode == 1, tested.stdout + tested.stderr
-    assert f"FAILED tests/core/test_discovery.py::test_the_module_imports[{module}]" in tested.stdout
+    failed = f"FAILED tests/core/test_discovery.py::test_the_module_imports[{module}]"
+    assert failed in tested.stdout
     assert f"E   {error}" in tested.stdout or f"E       {error}" in tested.stdout, tested.stdout

@@ -81,7 +81,7 @@ def test_queue_gives_the_cron_its_own_lane(entry: str, project: Path):
         (("x", "--schedule", "hourly(True)"), "minute must be"),
         (("x", "--schedule", "every_seconds(10**9)"), "takes plain values"),
         (("x", "--schedule", "daily(*['02:00'])"), "takes plain values"),
-        (("x", "--schedule", "* * * * *", "--queue", "new\nlane", "--add-lane"), "cannot be a lane"),
+        (("x", "--schedule", "* * * * *", "--queue", "a\nb", "--add-lane"), "cannot be a lane"),
     ],
 )
 def test_refusals_exit_1_and_write_nothing(entry: str, project: Path, args, says):

@@ -123,9 +123,10 @@ def test_add_lane_updates_the_answer_and_the_lanes_together(entry: str, project:
     answers = (project / ".copier-answers.yml").read_text()
     assert "lanes: critical,default,batch,emails" in answers
     assert yaml.safe_load(answers) == {**answers_before, "lanes": "critical,default,batch,emails"}
-    assert 'LANES: tuple[str, ...] = ("critical", "default", "batch", "emails")\n' in (
-        project / "billing/core/project.py"
-    ).read_text()
+    assert (
+        'LANES: tuple[str, ...] = ("critical", "default", "batch", "emails")\n'
+        in (project / "billing/core/project.py").read_text()
+    )
     lanes = subprocess.run(
         [sys.executable, "-m", PACKAGE, "queue", "lanes"],
         cwd=project,
