@@ -325,3 +325,11 @@ def test_both_entry_points_offer_the_same_options(project: Path, command: str, s
         options[entry] = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", result.output))
     assert options["workergen"] == options["project"]
     assert "--queue" in options["project"]
+
+
+def test_workergen_help_outside_a_project_says_where_the_options_come_from(tmp_path: Path):
+    result = run_make("workergen", tmp_path, "make:job", "--help")
+
+    assert result.exit_code == 0, result.output
+    assert "Usage: workergen make:job NAME [OPTIONS]" in result.output
+    assert "inside a project" in result.output
