@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 import typer.main
 
 from workergen.errors import NotAProjectError, UserMessageError
 from workergen.generated_project import find_project
 from workergen.project_core import load_core, project_error
+from workergen.provenance import ANSWERS_FILE
 
 FORWARDED: dict[str, Any] = {
     # Every argument, --help included, goes to the project's command.
@@ -46,7 +46,7 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
     package = project.answers.get("package_name")
     if not isinstance(package, str) or not package.isidentifier():
         raise UserMessageError(
-            f"{project.root / '.copier-answers.yml'} records no valid package_name",
+            f"{project.root / ANSWERS_FILE} records no valid package_name",
             hint="Restore the file from git, or run `copier update`.",
         )
     make_cli = load_core(project.root, package)
@@ -58,12 +58,12 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
     single.command(spelling)(commands[spelling])
     command = typer.main.get_command(single)
     try:
+        # Not standalone: an exit (--help, Ctrl-C) comes back as its code, a usage error is
+        # raised to workergen's own command line, which shows it.
         code = command.main(args=args, prog_name=f"workergen {spelling}", standalone_mode=False)
     except project_error(make_cli) as error:
         message = getattr(error, "message", str(error))
         raise UserMessageError(message, hint=getattr(error, "hint", None)) from None
-    except click.exceptions.Exit as done:
-        code = done.exit_code
     if isinstance(code, int) and code:
         raise typer.Exit(code)
 
