@@ -27,10 +27,12 @@ class Send2Job:
         log.info("ran")
 '''
 BROKEN_CRON = "from billing.core import cron_task\n\ndef oops(:\n"
+BROKEN_PACKAGE = 'raise RuntimeError("boom")\n'
 
 CASES = {
     "job": ("billing/jobs/send2.py", BROKEN_JOB, "billing.jobs.send2", "AttributeError"),
     "cron": ("billing/crons/nightly.py", BROKEN_CRON, "billing.crons.nightly", "SyntaxError"),
+    "package": ("billing/jobs/pkg/__init__.py", BROKEN_PACKAGE, "billing.jobs.pkg", "RuntimeError"),
 }
 
 
@@ -40,6 +42,7 @@ def broken(request, render, tmp_path: Path) -> tuple[Project, str, str]:
     project = Project.copy_of(
         render(broker="redis"), tmp_path / "billing", "billing", BROKER_URL="redis://127.0.0.1:9"
     )
+    (project.root / path).parent.mkdir(exist_ok=True)
     (project.root / path).write_text(source)
     return project, module, error
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 from . import project
@@ -22,19 +23,23 @@ def _import(name: str) -> ModuleType:
         raise JobImportError(module=name, error=error) from error
 
 
-def _walk(package: ModuleType, found: list[str]) -> None:
-    for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
-        if not info.name.rsplit(".", 1)[-1].startswith("_"):
+def _walk(paths: list[str], prefix: str, found: list[str]) -> None:
+    # Sub-packages are walked as folders, not imported: listing never runs a job's code.
+    for info in pkgutil.iter_modules(paths, prefix):
+        last = info.name.rsplit(".", 1)[-1]
+        if not last.startswith("_"):
             found.append(info.name)
         if info.ispkg:
-            _walk(_import(info.name), found)
+            folder = Path(getattr(info.module_finder, "path", "")) / last
+            _walk([str(folder)], f"{info.name}.", found)
 
 
 def job_modules() -> list[str]:
     """Every module below the project's `jobs` and `crons` packages, sorted."""
     found: list[str] = []
     for sub in DISCOVERED_PACKAGES:
-        _walk(_import(f"{project.PACKAGE}.{sub}"), found)
+        package = _import(f"{project.PACKAGE}.{sub}")
+        _walk(list(package.__path__), f"{package.__name__}.", found)
     return sorted(found)
 
 
