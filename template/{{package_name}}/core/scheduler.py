@@ -9,6 +9,7 @@ from the moment it took over, so it never fires again a tick the old leader alre
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -106,6 +107,10 @@ def next_run(schedule: Any, now: datetime) -> datetime:
     from celery.schedules import crontab
 
     if isinstance(schedule, crontab):
+        # Celery before 5.7 compares with its own clock inside remaining_delta:
+        # a copy whose clock is `now` answers for `now` on every release.
+        schedule = copy.copy(schedule)
+        schedule.nowfun = lambda: now
         start, delta, _ = schedule.remaining_delta(now)
         exact = start + delta
     else:
