@@ -178,6 +178,7 @@ def job(
                 backoff=backoff,
                 backoff_max=backoff_max,
                 jitter=jitter,
+                settings=app.settings,
             ),
             **options,
         }
