@@ -262,11 +262,11 @@ def replay_headers(letter: DeadLetter) -> dict[str, Any]:
 
 
 def send_again(letter: DeadLetter, settings: Settings) -> str:
-    """Publish the job of a dead letter on its lane (under the namespace of `settings`)
-    as a new task; returns its id.
+    """Publish the job of a dead letter on its lane as a new task; returns its id.
 
-    The publish returns once the broker has the message (Redis: the push is
-    done; RabbitMQ: publisher confirm; SQS: SendMessage answered).
+    The queue is the lane's under the namespace of `settings`. The publish
+    returns once the broker has the message (Redis: the push is done;
+    RabbitMQ: publisher confirm; SQS: SendMessage answered).
     """
     import uuid
 
