@@ -182,19 +182,43 @@ class NoTemplateVersionError(UserMessageError):
     def __init__(self, *, path: Path, missing: str) -> None:
         super().__init__(
             f"{path} records no {missing}, so the template version is unknown",
-            hint="Record the template's address as _src_path and its release tag as "
-            "_commit (see docs/updating.md).",
+            hint="Record the template's address as _src_path and its version (a release "
+            "such as v0.1.0, or a commit) as _commit (see docs/updating.md).",
         )
 
 
 class TemplateRepositoryError(UserMessageError):
-    """The template repository cannot be read with git."""
+    """The template's history cannot be read with git."""
 
-    def __init__(self, *, src_path: str, reason: str) -> None:
+    def __init__(self, *, source: str, reason: str) -> None:
         super().__init__(
-            f"cannot read the template repository {src_path}: {reason}",
-            hint="Check the address recorded as _src_path in .copier-answers.yml and "
-            "your network or credentials.",
+            f"cannot read the template history in {source}: {reason}",
+            hint="Reinstall workergen (a wheel ships the history, a checkout is its own), "
+            "or pass --template with a clone of the template repository.",
+        )
+
+
+class UnknownTemplateVersionError(UserMessageError):
+    """The project records a template version the template's history does not hold."""
+
+    def __init__(self, *, ref: str, source: str, latest: str | None) -> None:
+        newest = f"its newest release is {latest}" if latest else "it records no release"
+        super().__init__(
+            f"the template version {ref!r} is not in {source} ({newest})",
+            hint="Install the workergen that made the project or a newer one, or pass "
+            "--template with a clone of the template repository (see docs/updating.md).",
+        )
+
+
+class NoReleaseError(UserMessageError):
+    """The template's history lists no release to compare with."""
+
+    def __init__(self, *, source: str) -> None:
+        super().__init__(
+            f"{source} lists no template release (no RELEASES file at its HEAD), "
+            "so there is nothing to compare the project with",
+            hint="Pass --template with a clone of the template repository, whose RELEASES "
+            "file names the releases.",
         )
 
 
@@ -202,4 +226,16 @@ class UpdateFailedError(UserMessageError):
     """Copier stopped while updating or rendering a project."""
 
     def __init__(self, *, project: Path, reason: str) -> None:
-        super().__init__(f"updating {project} failed: {reason}")
+        super().__init__(
+            f"updating {project} failed: {reason}", hint="The project was not changed."
+        )
+
+
+class VersionRenderError(UserMessageError):
+    """The template version a project records cannot be rendered with its answers."""
+
+    def __init__(self, *, version: str, reason: str) -> None:
+        super().__init__(
+            f"cannot render template version {version} with the project's answers: {reason}",
+            hint="Check the answers in .copier-answers.yml; nothing was changed.",
+        )

@@ -93,3 +93,23 @@ VcsRef = Annotated[
         show_default=False,
     ),
 ]
+HistoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--template",
+        metavar="SOURCE",
+        help="Read the template and its releases from this repository (a path, a git "
+        "address or a bundle) instead of the installed workergen.",
+        show_default=False,
+    ),
+]
+UpdateVcsRef = Annotated[
+    str | None,
+    typer.Option(
+        "--vcs-ref",
+        metavar="REF",
+        help="Template version to update to (a release such as v0.3.0, or a commit); "
+        "default: the installed template, or the newest release of --template.",
+        show_default=False,
+    ),
+]
