@@ -57,6 +57,17 @@ def _make_history(root: Path, scratch: Path) -> Path:
         from workergen.releases import TEMPLATE_PATHS, read_history
     finally:
         sys.path.pop(0)
+    shallow = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--is-shallow-repository"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    if shallow.strip() == "true":
+        raise RuntimeError(
+            "this clone is shallow, and the wheel ships the template's whole history: "
+            "run `git fetch --unshallow` (or check out with fetch-depth: 0) and build again"
+        )
     dirty = subprocess.run(
         ["git", "-C", str(root), "status", "--porcelain", "--", *TEMPLATE_PATHS],
         capture_output=True,

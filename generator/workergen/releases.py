@@ -225,16 +225,13 @@ def read_history(repo: Path, *, source: str) -> TemplateHistory:
     releases = {release.version: release for release in _tagged_releases(repo)}
     recorded = _git(repo, "show", f"HEAD:{RELEASES_FILE}", check=False)
     for release in parse_releases(recorded.stdout if recorded.returncode == 0 else ""):
+        # A shallow history may lack an old release's commit: it is then only
+        # a version to compare with, never the base of an update.
         full = _git(
             repo, "rev-parse", "--verify", "--quiet", f"{release.commit}^{{commit}}", check=False
         )
-        if full.returncode:
-            raise TemplateRepositoryError(
-                source=source,
-                reason=f"{RELEASES_FILE} names {release.commit} for {release.tag}, "
-                "a commit its history does not hold",
-            )
-        releases[release.version] = Release(version=release.version, commit=full.stdout.strip())
+        commit = full.stdout.strip() or release.commit
+        releases[release.version] = Release(version=release.version, commit=commit)
     ordered = sorted(releases.values(), key=lambda release: release.version, reverse=True)
     return TemplateHistory(path=repo, source=source, releases=tuple(ordered))
 
@@ -256,7 +253,7 @@ def clone_history(source: str, destination: Path, *, label: str | None = None) -
         raise TemplateRepositoryError(source=shown, reason=_last_line(done.stderr, "git failed"))
     history = read_history(destination, source=shown)
     for release in history.releases:
-        _git(destination, "tag", "--force", release.tag, release.commit)
+        _git(destination, "tag", "--force", release.tag, release.commit, check=False)
     return history
 
 
