@@ -167,11 +167,9 @@ class DirtyProjectError(UserMessageError):
     """The project has uncommitted changes, which an update would mix with its own."""
 
     def __init__(self, *, project: Path, files: Sequence[str]) -> None:
-        shown = "\n".join(f"  {name}" for name in files[:20])
-        more = f"\n  ... and {len(files) - 20} more" if len(files) > 20 else ""
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
         super().__init__(
-            f"{project} has uncommitted changes; an update would mix them with its own:\n"
-            f"{shown}{more}",
+            f"{project} has uncommitted changes, which an update would mix with its own: {shown}",
             hint="Commit or stash them, then run the update again.",
         )
 
@@ -227,7 +225,8 @@ class UpdateFailedError(UserMessageError):
 
     def __init__(self, *, project: Path, reason: str) -> None:
         super().__init__(
-            f"updating {project} failed: {reason}", hint="The project was not changed."
+            f"updating {project} failed: {_first_line(reason)}",
+            hint="The project was not changed.",
         )
 
 
@@ -236,6 +235,12 @@ class VersionRenderError(UserMessageError):
 
     def __init__(self, *, version: str, reason: str) -> None:
         super().__init__(
-            f"cannot render template version {version} with the project's answers: {reason}",
+            f"cannot render template version {version} with the project's answers: "
+            f"{_first_line(reason)}",
             hint="Check the answers in .copier-answers.yml; nothing was changed.",
         )
+
+
+def _first_line(text: str) -> str:
+    """The first non-empty line of a message from git or copier, which may hold many."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)

@@ -89,7 +89,8 @@ VcsRef = Annotated[
     typer.Option(
         "--vcs-ref",
         metavar="REF",
-        help="Template version (a tag, branch or commit); default: the latest release.",
+        help="Template version (a release such as v0.2.0, or a commit); default: the "
+        "installed template, or the newest release of --template.",
         show_default=False,
     ),
 ]
@@ -100,16 +101,6 @@ HistoryOption = Annotated[
         metavar="SOURCE",
         help="Read the template and its releases from this repository (a path, a git "
         "address or a bundle) instead of the installed workergen.",
-        show_default=False,
-    ),
-]
-UpdateVcsRef = Annotated[
-    str | None,
-    typer.Option(
-        "--vcs-ref",
-        metavar="REF",
-        help="Template version to update to (a release such as v0.3.0, or a commit); "
-        "default: the installed template, or the newest release of --template.",
         show_default=False,
     ),
 ]

@@ -31,7 +31,7 @@ from workergen.generated_project import (
     require_clean_git,
     unresolved_files,
 )
-from workergen.options import HistoryOption, UpdateVcsRef
+from workergen.options import HistoryOption, VcsRef
 from workergen.provenance import Provenance, read_answers, record_provenance, write_answers
 from workergen.releases import TemplateHistory, TemplateVersion
 from workergen.template_source import chosen_version, history_of
@@ -66,7 +66,7 @@ class UpdateResult:
 
 
 def update(
-    vcs_ref: UpdateVcsRef = None, pretend: UpdatePretend = False, template: HistoryOption = None
+    vcs_ref: VcsRef = None, pretend: UpdatePretend = False, template: HistoryOption = None
 ) -> None:
     """Update the project to the installed template (or --vcs-ref, or --template).
 
