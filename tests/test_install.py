@@ -24,6 +24,7 @@ from support.releases import (
     clone_repository,
     commit_all,
     git,
+    holds_the_template_of,
     make_release,
     make_venv,
     pip_install,
@@ -133,10 +134,7 @@ def test_an_editable_install_from_a_clone_updates_projects_offline(tmp_path: Pat
     # The recorded version is a commit the clone holds, though it has no tags.
     recorded = answers_of(project)["_commit"]
     assert git(clone, "tag", "--list") == ""
-    assert (
-        git(clone, "rev-parse", f"{recorded}^{{commit}}").strip()
-        == git(clone, "rev-parse", "HEAD").strip()
-    )
+    assert holds_the_template_of(clone, recorded)
     nothing_to_update(venv, project, latest_tag(clone))
     ours = user_work(venv, project)
 

@@ -30,6 +30,7 @@ from support.releases import (
     fix_readme,
     git,
     git_env,
+    holds_the_template_of,
     make_release,
     project_tests_pass,
 )
@@ -122,8 +123,7 @@ def test_new_records_the_public_address_and_a_commit_every_clone_holds(
     assert answers["_src_path"] == DEFAULT_TEMPLATE_URL
     assert answers["_commit"].startswith(f"v{LATEST}-"), answers["_commit"]
     # A `git describe --long` name: git resolves it in a clone without tags.
-    head = git(REPO_ROOT, "rev-parse", "HEAD").strip()
-    assert git(clone, "rev-parse", f"{answers['_commit']}^{{commit}}").strip() == head
+    assert holds_the_template_of(clone, answers["_commit"])
     # Nothing that only exists on this machine.
     assert str(REPO_ROOT) not in (tmp_path / "billing" / ".copier-answers.yml").read_text()
 

@@ -66,6 +66,15 @@ def commit_all(cwd: Path, message: str) -> None:
     git(cwd, "commit", "-q", "--no-verify", "-m", message)
 
 
+def holds_the_template_of(repo: Path, recorded: str, rev: str = "HEAD") -> bool:
+    """Whether `recorded` names, in `repo`, a commit with the template of `rev`."""
+    commit = git(repo, "rev-parse", "--verify", f"{recorded}^{{commit}}").strip()
+    done = subprocess.run(
+        ["git", "diff", "--quiet", commit, rev, "--", "copier.yml", "template"], cwd=repo
+    )
+    return done.returncode == 0
+
+
 def clone_repository(destination: Path) -> Path:
     """A `git clone` of this repository's committed HEAD, with no tags at all."""
     git(destination.parent, "clone", "-q", "--no-hardlinks", str(REPO_ROOT), str(destination))
