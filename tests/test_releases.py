@@ -117,3 +117,18 @@ def test_unresolved_files_finds_markers_and_rejects_even_ignored(tmp_path: Path)
         "merged.py",
         "pyproject.toml.rej",
     ]
+
+
+def test_a_template_released_with_tags_only_is_read_too(tmp_path: Path):
+    repo = tmp_path / "tpl"
+    git(tmp_path, "init", "-q", str(repo))
+    (repo / "copier.yml").write_text("{}\n")
+    commit_all(repo, "one")
+    git(repo, "tag", "v1.2.0")
+    git(repo, "tag", "not-a-version")
+
+    history = read_history(repo, source="tpl")
+
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert [(r.tag, r.commit) for r in history.releases] == [("v1.2.0", head)]
+    assert history.version("1.2.0").name == f"v1.2.0-0-g{head[:12]}"

@@ -122,6 +122,12 @@ def _run_git(args: list[str], *, check: bool, source: str) -> subprocess.Complet
         raise TemplateRepositoryError(source=source, reason="git is not installed") from None
 
 
+def _resolve(repo: Path, ref: str) -> str | None:
+    """The full hash of the commit `ref` names in `repo`, or None."""
+    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    return done.stdout.strip() or None
+
+
 def _last_line(error: str, fallback: str) -> str:
     lines = error.strip().splitlines()
     return lines[-1] if lines else fallback
@@ -141,7 +147,10 @@ class TemplateHistory:
     @property
     def head(self) -> str:
         """The commit the history ends at (the template that is installed or was asked for)."""
-        return self.commit_of("HEAD")
+        commit = _resolve(self.path, "HEAD")
+        if commit is None:
+            raise TemplateRepositoryError(source=self.source, reason="it holds no commit")
+        return commit
 
     def latest_release(self, *, prereleases: bool = False) -> Release | None:
         """The newest release, pre-releases only if asked; None if there is none."""
@@ -156,13 +165,7 @@ class TemplateHistory:
             return None
         # A release may be named by its version alone (`0.2.0` for `v0.2.0`).
         names = [ref, f"v{ref}"] if ref[0].isdigit() and version_of(ref) else [ref]
-        for name in names:
-            done = _git(
-                self.path, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False
-            )
-            if done.stdout.strip():
-                return done.stdout.strip()
-        return None
+        return next(filter(None, (_resolve(self.path, name) for name in names)), None)
 
     def version(self, ref: str) -> TemplateVersion:
         """The template version `ref` names, as a project records it.
@@ -227,10 +230,7 @@ def read_history(repo: Path, *, source: str) -> TemplateHistory:
     for release in parse_releases(recorded.stdout if recorded.returncode == 0 else ""):
         # A shallow history may lack an old release's commit: it is then only
         # a version to compare with, never the base of an update.
-        full = _git(
-            repo, "rev-parse", "--verify", "--quiet", f"{release.commit}^{{commit}}", check=False
-        )
-        commit = full.stdout.strip() or release.commit
+        commit = _resolve(repo, release.commit) or release.commit
         releases[release.version] = Release(version=release.version, commit=commit)
     ordered = sorted(releases.values(), key=lambda release: release.version, reverse=True)
     return TemplateHistory(path=repo, source=source, releases=tuple(ordered))
@@ -258,12 +258,12 @@ def clone_history(source: str, destination: Path, *, label: str | None = None) -
 
 
 def _tagged_releases(repo: Path) -> list[Release]:
-    listed = _git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/tags")
+    """The repository's tags that are PEP 440 versions (`v0.1.0`), as releases."""
+    listed = _git(repo, "for-each-ref", "--format=%(refname:short)", "refs/tags").stdout
     found = []
-    for line in listed.stdout.splitlines():
-        tag, _, _ = line.partition(" ")
+    for tag in listed.split():
         version = None if _DESCRIBE.match(tag) else version_of(tag)
-        if version is not None:
-            commit = _git(repo, "rev-parse", f"{tag}^{{commit}}").stdout.strip()
+        commit = _resolve(repo, f"refs/tags/{tag}") if version is not None else None
+        if version is not None and commit is not None:
             found.append(Release(version=version, commit=commit))
     return found
