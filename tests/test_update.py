@@ -364,6 +364,17 @@ def test_an_unreachable_template_is_an_error(
     assert_refused(result, "cannot read the template history", "--template")
 
 
+def test_update_to_a_version_the_history_does_not_hold_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    project = new_project(tmp_path, monkeypatch)
+
+    result = run(project, "update", "--vcs-ref", "v9.9.0")
+
+    assert_refused(result, "'v9.9.0' is not in", "Pass a release it lists")
+    assert git(project, "status", "--porcelain") == ""
+
+
 def test_check_never_says_current_without_a_release_to_compare_with(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):

@@ -199,13 +199,15 @@ class TemplateRepositoryError(UserMessageError):
 class UnknownTemplateVersionError(UserMessageError):
     """The project records a template version the template's history does not hold."""
 
-    def __init__(self, *, ref: str, source: str, latest: str | None) -> None:
+    def __init__(self, *, ref: str, source: str, latest: str | None, recorded: bool) -> None:
         newest = f"its newest release is {latest}" if latest else "it records no release"
-        super().__init__(
-            f"the template version {ref!r} is not in {source} ({newest})",
-            hint="Install the workergen that made the project or a newer one, or pass "
-            "--template with a clone of the template repository (see docs/updating.md).",
+        hint = (
+            "Install the workergen that made the project or a newer one, or pass "
+            "--template with a clone of the template repository (see docs/updating.md)."
+            if recorded
+            else "Pass a release it lists (see RELEASES) or one of its commits."
         )
+        super().__init__(f"the template version {ref!r} is not in {source} ({newest})", hint=hint)
 
 
 class NoReleaseError(UserMessageError):

@@ -167,14 +167,17 @@ class TemplateHistory:
         names = [ref, f"v{ref}"] if ref[0].isdigit() and version_of(ref) else [ref]
         return next(filter(None, (_resolve(self.path, name) for name in names)), None)
 
-    def version(self, ref: str) -> TemplateVersion:
+    def version(self, ref: str, *, recorded: bool = True) -> TemplateVersion:
         """The template version `ref` names, as a project records it.
 
-        Raises UnknownTemplateVersionError if the history does not hold it.
+        Raises UnknownTemplateVersionError if the history does not hold it;
+        `recorded` says whether the project recorded `ref` or the user asked for it.
         """
         commit = self.commit_of(ref)
         if commit is None:
-            raise UnknownTemplateVersionError(ref=ref, source=self.source, latest=self.newest_tag)
+            raise UnknownTemplateVersionError(
+                ref=ref, source=self.source, latest=self.newest_tag, recorded=recorded
+            )
         return self.describe(commit)
 
     @property

@@ -109,7 +109,7 @@ def chosen_version(
     commit) or, for a history given with --template, its newest release.
     """
     if vcs_ref is not None:
-        return history.version(vcs_ref)
+        return history.version(vcs_ref, recorded=False)
     latest = None if installed else history.latest_release()
     return history.describe(latest.commit if latest else history.head)
 
