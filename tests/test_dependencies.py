@@ -88,13 +88,14 @@ def ranges(requirements: Iterable[str]) -> dict[str, tuple[str, frozenset[str]]]
     return found
 
 
-def test_the_generator_tests_and_benchmarks_import_only_what_the_root_declares() -> None:
+def test_the_generator_tests_and_tools_import_only_what_the_root_declares() -> None:
     extras = ROOT_PROJECT["optional-dependencies"]
     runtime = names(ROOT_PROJECT["dependencies"])
     _, generator = imports(python_files(REPO_ROOT / "generator"))
     assert third_party(generator, {"workergen"}) - runtime == set()
 
-    _, tools = imports(python_files(REPO_ROOT / "tests", REPO_ROOT / "bench"))
+    build_hooks = list(REPO_ROOT.glob("*.py"))
+    _, tools = imports([*python_files(REPO_ROOT / "tests", REPO_ROOT / "bench"), *build_hooks])
     declared = runtime | names(extras["project"]) | names(extras["dev"])
     first_party = {"workergen", "support", "conftest"}
     assert third_party(tools, first_party) - declared == set()
