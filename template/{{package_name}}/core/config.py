@@ -127,9 +127,14 @@ def recovery_options(settings: Settings) -> dict[str, Any]:
 
 
 def broker_transport(settings: Settings) -> str | None:
-    """Redis runs on the project's transport, which restores a dead worker's messages."""
+    """The project's own transports.
+
+    Redis: restores a dead worker's messages. SQS: names queues one-to-one.
+    """
     if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
         return f"{project.PACKAGE}.core.recovery:Transport"
+    if settings.broker_kind == "sqs":
+        return f"{project.PACKAGE}.core.sqs_transport:Transport"
     return None
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QueueUnavailableError
-from ..queues import DEFAULT_LANE, dead_letter_queue
+from ..queues import DEFAULT_LANE, dead_letter_queue, sqs_queue_name
 from ..settings import Settings
 from . import (
     DELIVERY_LIMIT,
@@ -56,8 +56,6 @@ class SqsDeadLetterStore(DeadLetterStore):
         self._urls: dict[str, str] = {}
 
     def queue_name(self, lane: str) -> str:
-        from ..provision import sqs_queue_name
-
         return sqs_queue_name(dead_letter_queue(lane, self.settings.queue_namespace))
 
     @contextmanager
