@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from support.projects import Project, unique_namespace, wait_for_files
 
@@ -48,14 +49,18 @@ def test_worker_runs_jobs_dispatched_from_another_process_on_default_and_named_l
     assert len(ran) == 10
 
 
-def test_a_worker_on_one_lane_leaves_other_lanes_alone(project: Project, tmp_path: Path) -> None:
+def test_a_worker_on_one_lane_leaves_other_lanes_alone(
+    project: Project, tmp_path: Path, redis_url: str
+) -> None:
     done = tmp_path / "done"
     done.mkdir()
+    default_queue = f"{project.env['QUEUE_NAMESPACE']}.default"
     with project.worker("--queue", "batch"):
         project.dispatch_probes(done, ["on-default"])
         project.dispatch_probes(done, ["on-batch"], lane="batch")
         wait_for_files(done, ["on-batch"])
-        time.sleep(2)
+        # Dispatched first, yet still waiting on its own lane's list.
+        assert redis.Redis.from_url(redis_url).llen(default_queue) == 1
         assert not (done / "on-default").exists()
     with project.worker("--queue", "default"):
         wait_for_files(done, ["on-default"])
