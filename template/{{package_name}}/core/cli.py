@@ -13,7 +13,7 @@ import typer
 from . import project
 from .dlq_cli import dlq_app
 from .errors import ProjectError
-from .make_cli import make_cron, make_job
+from .make_cli import COMMANDS as MAKE_COMMANDS
 from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
 
@@ -28,8 +28,8 @@ queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_
 app.add_typer(queue_app, name="queue")
 queue_app.command("provision")(queue_provision)
 app.add_typer(dlq_app, name="dlq")
-app.command("make:job")(make_job)
-app.command("make:cron")(make_cron)
+for spelling, command in MAKE_COMMANDS.items():
+    app.command(spelling)(command)
 app.add_typer(schedule_app, name="schedule")
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,9 @@ def queue_work(
         )
 
     from .celery_app import app as celery_app
+    from .discovery import import_jobs
 
+    import_jobs()  # a module that cannot be imported stops the start, with its error
     argv = worker_argv(
         lanes=lanes,
         loglevel=loglevel or settings.log_level,
@@ -106,6 +108,7 @@ def queue_work(
         prefetch=prefetch,
         pidfile=pidfile,
         hostname=hostname,
+        namespace=settings.queue_namespace,
     )
     if choice.note:
         logging.getLogger(project.PACKAGE).warning(choice.note)
@@ -162,10 +165,13 @@ def queue_dispatch(
 def queue_lanes() -> None:
     """List the lanes and the queues they map to under QUEUE_NAMESPACE."""
     from .queues import dead_letter_queue, qualified_queue
+    from .settings import get_settings
 
+    namespace = get_settings().queue_namespace
     for lane in project.LANES:
         typer.echo(
-            f"{lane:<12} queue={qualified_queue(lane)}  dead-letter={dead_letter_queue(lane)}"
+            f"{lane:<12} queue={qualified_queue(lane, namespace)}  "
+            f"dead-letter={dead_letter_queue(lane, namespace)}"
         )
 
 
