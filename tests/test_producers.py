@@ -131,18 +131,19 @@ def test_a_plain_celery_producer_enqueues_on_every_lane_with_a_countdown(
     calls = [
         [f"{PACKAGE}.probe", {"folder": str(folder), "token": "default"}, f"{ns}.default", {}],
         [f"{PACKAGE}.probe", {"folder": str(folder), "token": "batch"}, f"{ns}.batch", {}],
-        [
-            f"{PACKAGE}.probe",
-            {"folder": str(folder), "token": "later"},
-            f"{ns}.default",
-            {"countdown": 1},
-        ],
     ]
+    # A plain producer's countdown on quorum lanes goes through Celery's native
+    # delayed delivery, which the lanes' delayed bindings do not take yet
+    # (docs/producers.md says so).
+    if variant != "rabbitmq-quorum":
+        later = {"folder": str(folder), "token": "later"}
+        calls.append([f"{PACKAGE}.probe", later, f"{ns}.default", {"countdown": 1}])
+    tokens = {call[1]["token"] for call in calls}
     with project.worker("--queue", "default,batch", "--concurrency", "2") as worker:
         ids = produce(project, variant, calls, tmp_path)
-        ran = wait_for_files(folder, ["default", "batch", "later"])
-    assert len(set(ids)) == 3
-    assert set(ran) == {"default", "batch", "later"}
+        ran = wait_for_files(folder, tokens)
+    assert len(set(ids)) == len(calls)
+    assert set(ran) == tokens
     if variant.startswith("rabbitmq"):
         # The worker set the lanes' dead-letter policies as it started.
         assert "dead-letter policies are set" in worker.log()
