@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -46,3 +47,17 @@ def require_broker(name: str, url: str) -> str:
     if IN_CI:
         pytest.fail(f"CI=true requires every broker: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def sqs_client(url: str) -> Any:
+    """A boto3 SQS client for a local SQS given as the project's BROKER_URL."""
+    import boto3
+
+    parts = urlsplit(url)
+    return boto3.client(
+        "sqs",
+        region_name="us-east-1",
+        endpoint_url=f"http://{parts.hostname}:{parts.port}",
+        aws_access_key_id=parts.username,
+        aws_secret_access_key=parts.password,
+    )

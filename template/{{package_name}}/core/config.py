@@ -127,9 +127,16 @@ def recovery_options(settings: Settings) -> dict[str, Any]:
 
 
 def broker_transport(settings: Settings) -> str | None:
-    """Redis runs on the project's transport, which restores a dead worker's messages."""
-    if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
-        return f"{project.PACKAGE}.core.recovery:Transport"
+    """Redis and SQS run on the project's transports (core/transports.py, sqs_transport.py).
+
+    Both quarantine an envelope they cannot read; Redis also restores a dead
+    worker's messages within seconds (core/recovery.py).
+    """
+    scheme = urlsplit(settings.effective_broker_url).scheme
+    if scheme in ("redis", "rediss"):
+        return f"{project.PACKAGE}.core.transports:RedisTransport"
+    if scheme == "sqs":
+        return f"{project.PACKAGE}.core.sqs_transport:SqsTransport"
     return None
 
 

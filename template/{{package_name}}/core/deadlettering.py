@@ -33,6 +33,7 @@ from .deadletter import (
 )
 from .deliveries import forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
+from .inbound import limited
 from .queues import lane_of_queue
 from .settings import get_settings
 
@@ -123,6 +124,17 @@ class DeadLetterRequest(Request):
     """A task request whose bad endings go to the dead-letter store, never lost or looping."""
 
     _ending: tuple[str, str | None, str | None] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The `timelimit` header may lower the job's limits, never raise them:
+        # limits come from the project (TASK_TIME_LIMIT, the job's own).
+        hard, soft = self.time_limits
+        conf = self._task.app.conf
+        self.time_limits = (
+            limited(hard, self._task.time_limit or conf.task_time_limit),
+            limited(soft, self._task.soft_time_limit or conf.task_soft_time_limit),
+        )
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if not soft:

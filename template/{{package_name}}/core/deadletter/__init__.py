@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 FAILED = "failed"  # raised an error that is not retried, or ran out of retries
 TIME_LIMIT = "time-limit"  # killed by the hard time limit
 DELIVERY_LIMIT = "delivery-limit"  # delivered too often: it keeps killing its worker
-REFUSED = "refused"  # content the worker never decodes (pickle, garbage)
+REFUSED = "refused"  # content the worker never decodes (pickle, YAML, ...)
+MALFORMED = "malformed"  # not a task message the worker can read (see core/inbound.py)
 UNKNOWN_TASK = "unknown-task"  # no job of that name is registered
 REJECTED = "rejected"  # rejected without requeue (by the job or by the broker)
 
@@ -291,6 +292,7 @@ def send_again(letter: DeadLetter) -> str:
 __all__ = [
     "DELIVERY_LIMIT",
     "FAILED",
+    "MALFORMED",
     "REFUSED",
     "REJECTED",
     "TIME_LIMIT",
