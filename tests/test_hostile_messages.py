@@ -208,3 +208,43 @@ def test_an_unrecoverable_error_in_the_worker_exits_non_zero(
     done = proj.python(code, timeout=60)
     assert "Unrecoverable error" in done.stderr, done.stderr[-3000:]
     assert done.returncode != 0
+
+
+@pytest.fixture
+def old_and_new(render, redis_url: str, tmp_path: Path) -> Iterator[tuple[Project, Project]]:
+    """Two deployments of one project on one namespace: the new one has more jobs."""
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    env = {"BROKER_URL": redis_url, "QUEUE_NAMESPACE": unique_namespace("hm")}
+    old = Project.copy_of(rendered, tmp_path / "old", PACKAGE, **env)
+    new = Project.copy_of(rendered, tmp_path / "new", PACKAGE, **env)
+    add_fault_jobs(new)
+    yield old, new
+    remove_namespace(old, "redis", env["QUEUE_NAMESPACE"])
+
+
+def test_a_new_job_reaching_an_old_worker_waits_for_a_worker_that_has_it(
+    old_and_new: tuple[Project, Project], folder: Path
+) -> None:
+    old, new = old_and_new
+    with old.worker("--concurrency", "1", name="old", UNKNOWN_TASK_GRACE="120") as stale:
+        dispatch(new, "slow", [str(folder), "fresh", 0])
+        wait_for(lambda: "Unknown job" in stale.log(), 30, "the old worker to hold it back")
+        with new.worker("--concurrency", "1", name="new"):
+            wait_for(lambda: runs(folder, "fresh", "done"), 90, "the new worker to run it")
+        log = stale.log()
+    assert runs(folder, "fresh", "done") == 1
+    assert dead_letters(old) == []
+    assert "Dead-lettered" not in log
+
+
+def test_a_job_no_worker_has_is_dead_lettered_after_the_grace(
+    old_and_new: tuple[Project, Project], folder: Path
+) -> None:
+    old, new = old_and_new
+    with old.worker("--concurrency", "1", name="old", UNKNOWN_TASK_GRACE="3") as stale:
+        [task_id] = dispatch(new, "slow", [str(folder), "fresh", 0])
+        letters = wait_for(lambda: dead_letters(old), 30, "the unknown-task dead letter")
+        assert "back on its lane" in stale.log()
+    assert [(x["id"], x["reason"]) for x in letters] == [(task_id, "unknown-task")]
+    assert "UNKNOWN_TASK_GRACE=3" in letters[0]["exception"]
+    old.run("dlq", "purge", "--yes")
