@@ -31,11 +31,14 @@ from . import (
     lanes_of,
     letter_from_message,
     send_again,
+    with_body_preview,
 )
 
 # Seconds a listed message stays hidden if releasing it fails; SQS shows it again after.
 READ_HIDE_SECONDS = 5
 RECORD_ATTRIBUTE = "dead-letter-record"
+# SQS takes messages of up to 256 KiB: a larger record keeps a preview of its body.
+MAX_RECORD_BYTES = 250 * 1024
 
 
 @dataclass
@@ -90,10 +93,13 @@ class SqsDeadLetterStore(DeadLetterStore):
         return self._urls[lane]
 
     def record(self, letter: DeadLetter) -> None:
+        record = letter.to_json()
+        if len(record.encode()) > MAX_RECORD_BYTES:
+            record = with_body_preview(letter).to_json()
         with self._guard():
             self.client.send_message(
                 QueueUrl=self._url(letter.lane or DEFAULT_LANE),
-                MessageBody=letter.to_json(),
+                MessageBody=record,
                 MessageAttributes={RECORD_ATTRIBUTE: {"DataType": "String", "StringValue": "1"}},
             )
 
@@ -119,7 +125,9 @@ class SqsDeadLetterStore(DeadLetterStore):
 
     def _letter(self, message: dict[str, Any], lane: str) -> DeadLetter:
         if RECORD_ATTRIBUTE in message.get("MessageAttributes", {}):
-            return DeadLetter.from_json(message["Body"])
+            return DeadLetter.from_record(
+                message["Body"], record_id=message.get("MessageId") or "?", lane=lane
+            )
         return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
 
     def _release(self, items: list[_Received]) -> None:
