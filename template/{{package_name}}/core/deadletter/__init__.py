@@ -288,8 +288,9 @@ def _cut(
     if text is None or len(text) <= limit:
         return text
     truncated[name] = len(text)
-    marker = f"[... {len(text) - limit} characters cut ...]"
-    return marker + "\n" + text[-limit:] if keep_end else text[:limit] + " " + marker
+    marker = f"[... {len(text)} characters in all]"
+    kept = limit - len(marker) - 1
+    return marker + "\n" + text[-kept:] if keep_end else text[:kept] + " " + marker
 
 
 def _bounded_headers(headers: dict[str, Any], truncated: dict[str, int]) -> dict[str, Any]:

@@ -199,7 +199,7 @@ def _read_letter(message: Message, lane: str) -> DeadLetter:
         fallback_id=message.properties.get("message_id"),
     )
     if isinstance(info.get("truncated"), dict):
-        letter.truncated = {**info["truncated"], **letter.truncated}
+        letter.truncated = {**letter.truncated, **info["truncated"]}
     if info.get("first_failed_at"):
         letter.first_failed_at = info["first_failed_at"]
     if info.get("last_failed_at"):
