@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,37 @@ def test_a_job_no_worker_has_is_dead_lettered_after_the_grace(
     assert [(x["id"], x["reason"]) for x in letters] == [(task_id, "unknown-task")]
     assert "UNKNOWN_TASK_GRACE=3" in letters[0]["exception"]
     old.run("dlq", "purge", "--yes")
+
+
+def test_a_message_cannot_raise_its_time_limit(render, redis_url: str, tmp_path: Path) -> None:
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    ns = unique_namespace("hm")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=ns,
+    )
+    add_fault_jobs(proj)
+    folder = tmp_path / "done"
+    folder.mkdir()
+    try:
+        with proj.worker("--concurrency", "1"):
+            # `overruns` has limits of 1 s and 2 s and outlives its soft one by 30 s.
+            # Its producer asks for more: timelimit [1000, 900] in the headers.
+            sent = proj.python(
+                f"from {PACKAGE}.jobs.faults import overruns\n"
+                f"r = overruns.apply_async(({str(folder)!r}, 'greedy'), time_limit=1000,"
+                " soft_time_limit=900)\n"
+                "print(r.id)\n"
+            )
+            assert sent.returncode == 0, sent.stderr
+            started = time.monotonic()
+            letters = wait_for(lambda: dead_letters(proj), 30, "the time-limit dead letter")
+            elapsed = time.monotonic() - started
+        assert [x["reason"] for x in letters] == ["time-limit"]
+        assert letters[0]["headers"]["timelimit"] == [1000, 900]
+        assert elapsed < 15 and runs(folder, "greedy", "attempt") == 1
+    finally:
+        remove_namespace(proj, "redis", ns)

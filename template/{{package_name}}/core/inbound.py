@@ -192,7 +192,11 @@ def message_problem(message: Any, accept: set[str] | None = None) -> tuple[str, 
     if not content_type:
         return MALFORMED, "no content type"
     if content_type not in (accept or {JSON_CONTENT}):
-        return REFUSED, f"content type {preview(content_type)} is not accepted (JSON only)"
+        from kombu.serialization import registry
+
+        name = registry.type_to_name.get(content_type)
+        named = f" ({name})" if name else ""
+        return REFUSED, f"content type {preview(content_type)}{named} is not accepted (JSON only)"
     try:
         payload = message.payload
     except Exception as exc:  # any decoding failure: the body is not what it says
