@@ -111,10 +111,12 @@ def remove_namespace(project: Project, broker: str, ns: str) -> None:
 
 
 def bad_messages(broker: str) -> list[Hostile]:
-    """The seeded mix; RabbitMQ gets only what its protocol can carry."""
+    """The seeded mix, without what cannot be a fault on that broker."""
     drawn = hostile_messages(SEED, BAD_PER_BROKER * 2, f"{PACKAGE}.slow")
     if broker.startswith("rabbitmq"):
         drawn = [message for message in drawn if message.amqp_ready]
+    elif broker == "sqs":
+        drawn = [message for message in drawn if message.sqs_ready]
     return drawn[:BAD_PER_BROKER]
 
 

@@ -72,6 +72,11 @@ class Hostile:
     properties: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def sqs_ready(self) -> bool:
+        """SQS gives every message its delivery tag (its receipt handle): none is no fault."""
+        return self.kind != "envelope: no delivery tag"
+
+    @property
     def amqp_ready(self) -> bool:
         """RabbitMQ's envelope is the protocol: only header and body faults can be sent."""
         return (

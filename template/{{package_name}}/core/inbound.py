@@ -269,6 +269,15 @@ def readable_envelope(raw: bytes | str, queue: str) -> dict[str, Any]:
     problem = envelope_problem(payload)
     if problem:
         return quarantine(raw, queue, problem)
+    return arrived_on(payload, queue)
+
+
+def arrived_on(payload: dict[str, Any], queue: str) -> dict[str, Any]:
+    """The envelope, naming the queue it came from when it does not say (its lane)."""
+    properties = payload["properties"]
+    delivery_info = properties["delivery_info"] = properties.get("delivery_info") or {}
+    delivery_info.setdefault("exchange", queue)
+    delivery_info.setdefault("routing_key", queue)
     return payload
 
 

@@ -10,23 +10,26 @@ from __future__ import annotations
 from typing import Any
 
 from kombu.transport import SQS
-from kombu.utils.encoding import bytes_to_str
 
-from .inbound import readable_envelope
+from .inbound import arrived_on, envelope_problem, quarantine
 
 
 class SqsChannel(SQS.Channel):
     """kombu's SQS channel, reading every received message as a sound envelope."""
 
     def _message_to_python(self, message: dict[str, Any], queue_name: str, q_url: str) -> Any:
-        raw = message.get("Body") or ""
-        # SQS carries text only: kombu base64-decodes a body only into UTF-8.
-        text = bytes_to_str(self._decode_python_message_body(raw))
-        payload = readable_envelope(text, queue_name)
-        if queue_name in self._noack_queues:
-            self._delete_message(queue_name, message)
-            return payload
-        return self._envelope_payload(payload, text, message, q_url)
+        try:
+            payload = super()._message_to_python(message, queue_name, q_url)
+            problem = envelope_problem(payload)
+        except Exception as exc:  # kombu could not read it at all
+            payload, problem = None, f"envelope kombu cannot read: {type(exc).__name__}"
+        if problem is None:
+            return arrived_on(payload, queue_name)
+        envelope = quarantine(message.get("Body") or "", queue_name, problem)
+        # What kombu's SQS channel acknowledges (deletes) a message by.
+        envelope["properties"]["delivery_tag"] = message["ReceiptHandle"]
+        envelope["properties"]["delivery_info"].update(sqs_message=message, sqs_queue=q_url)
+        return envelope
 
 
 class SqsTransport(SQS.Transport):
