@@ -161,8 +161,14 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
         try:
             letters = wait_for(all_dead_lettered, 90, f"{len(bad)} dead letters")
         except AssertionError:
-            missing = [m.kind for m in bad if not any(found_in(x, m.token) for x in seen)]
-            raise AssertionError(f"not dead-lettered: {missing}\n{worker.log()[-5000:]}") from None
+            missing = [m for m in bad if not any(found_in(x, m.token) for x in seen)]
+            about = [
+                line for line in worker.log().splitlines() if any(m.token in line for m in missing)
+            ]
+            raise AssertionError(
+                f"not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
+                + "\n".join(about)[-5000:]
+            ) from None
         assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
         log = worker.log()
     assert "Unrecoverable error" not in log

@@ -70,8 +70,8 @@ def dlq_show(letter_id: Annotated[str, typer.Argument(help="The id `dlq list` sh
         ("first failed", letter.first_failed_at),
         ("last failed", letter.last_failed_at),
         ("content type", letter.content_type),
-        ("args", json.dumps(letter.args)),
-        ("kwargs", json.dumps(letter.kwargs)),
+        ("args", _short(json.dumps(letter.args), 2000)),
+        ("kwargs", _short(json.dumps(letter.kwargs), 2000)),
         ("exception", letter.exception),
     ):
         typer.echo(printable(f"{label + ':':<14}{value}"))

@@ -124,11 +124,16 @@ class SqsDeadLetterStore(DeadLetterStore):
             )
 
     def _letter(self, message: dict[str, Any], lane: str) -> DeadLetter:
+        record_id = message.get("MessageId") or "?"
         if RECORD_ATTRIBUTE in message.get("MessageAttributes", {}):
-            return DeadLetter.from_record(
-                message["Body"], record_id=message.get("MessageId") or "?", lane=lane
+            return DeadLetter.from_record(message["Body"], record_id=record_id, lane=lane)
+        try:
+            return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
+        except (TypeError, ValueError, AttributeError) as exc:  # a tampered envelope
+            problem = f"{type(exc).__name__}: {exc}"
+            return DeadLetter.corrupt(
+                record_id=record_id, lane=lane, problem=problem, raw=message.get("Body") or ""
             )
-        return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
 
     def _release(self, items: list[_Received]) -> None:
         for item in items:
