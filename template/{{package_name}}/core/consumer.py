@@ -29,7 +29,6 @@ from .deliveries import (
 )
 from .inbound import message_problem, preview
 from .queues import lane_of_queue, qualified_queue
-from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +45,14 @@ class DeadLetterConsumer(Consumer):
 
     def create_task_handler(self, *args: Any, **kwargs: Any) -> Any:
         handle = super().create_task_handler(*args, **kwargs)
-        settings = get_settings()
+        settings = self.app.settings
         if settings.broker_kind == "amqp":
             # Before the first message is handled (and maybe rejected), so the
             # broker has a dead-letter queue to route it to.
             channel = self.connection.default_channel
             for queue in dead_letter_queues(settings):
                 queue.bind(channel).declare()
-        counter = delivery_counter()
+        counter = delivery_counter(self.app)
         limit = settings.task_max_deliveries
 
         def receive(message: Any) -> Any:
@@ -119,7 +118,7 @@ class DeadLetterConsumer(Consumer):
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
         headers = message.headers or {}
         name = headers.get("task")
-        grace = get_settings().unknown_task_grace
+        grace = self.app.settings.unknown_task_grace
         now = datetime.now(UTC)
         since = _since(headers.get(UNKNOWN_SINCE_HEADER), now)
         waited = (now - since).total_seconds()
@@ -146,19 +145,20 @@ class DeadLetterConsumer(Consumer):
 
     def _longest_hold(self) -> float:
         """A held message must go back before Redis or SQS would hand it out again."""
-        settings = get_settings()
+        settings = self.app.settings
         return settings.visibility_timeout / 2 if settings.uses_visibility_timeout else 3600.0
 
     def _send_back(self, message: Any, since: datetime, tries: int) -> None:
         """Publish a copy of a held message on its lane, then acknowledge the original."""
-        lane = lane_of_queue((message.delivery_info or {}).get("routing_key"))
+        namespace = self.app.settings.queue_namespace
+        lane = lane_of_queue((message.delivery_info or {}).get("routing_key"), namespace)
         headers = {
             **(message.headers or {}),
             UNKNOWN_SINCE_HEADER: since.isoformat(),
             UNKNOWN_TRIES_HEADER: tries,
         }
         try:
-            queue = self.app.amqp.queues[qualified_queue(lane or "default")]
+            queue = self.app.amqp.queues[qualified_queue(lane or "default", namespace)]
             with self.app.producer_or_acquire() as producer:
                 producer.publish(
                     message.body,
@@ -173,19 +173,25 @@ class DeadLetterConsumer(Consumer):
                 )
         except Exception as exc:
             log.warning("Could not send back unknown job (%s); given back instead.", exc)
-            message.reject_log_error(log, self.connection_errors, requeue=give_back_requeues())
+            message.reject_log_error(
+                log, self.connection_errors, requeue=give_back_requeues(self.app.settings)
+            )
             return
         message.ack_log_error(log, self.connection_errors)
 
     def _give_up(self, message: Any, *, reason: str, exception: str, attempts: int = 1) -> None:
-        if dead_letter_message(message, reason=reason, exception=exception, attempts=attempts):
-            forget_deliveries(message)
+        if dead_letter_message(
+            self.app, message, reason=reason, exception=exception, attempts=attempts
+        ):
+            forget_deliveries(self.app, message)
             return
         # Not recorded: RabbitMQ dead-letters a rejected message itself; on
         # Redis the message goes back to its lane rather than being lost; on
         # SQS it stays in its queue, bounded by the redrive policy.
         message.reject_log_error(
-            log, self.connection_errors, requeue=get_settings().broker_kind not in ("amqp", "sqs")
+            log,
+            self.connection_errors,
+            requeue=self.app.settings.broker_kind not in ("amqp", "sqs"),
         )
 
 

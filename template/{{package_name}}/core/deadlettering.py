@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from billiard.common import human_status
@@ -28,6 +28,7 @@ from .deadletter import (
     FAILED,
     REJECTED,
     TIME_LIMIT,
+    DeadLetter,
     DeadLetterStore,
     letter_from_message,
     store_for,
@@ -36,20 +37,20 @@ from .deliveries import forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
 from .inbound import limited
 from .queues import lane_of_queue
-from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
 WORKER_LOST = "worker-lost"
 
 
-@lru_cache(maxsize=1)
-def dead_letter_store() -> DeadLetterStore:
-    """The worker process's dead-letter store."""
-    return store_for(get_settings())
+@cache
+def dead_letter_store(celery_app: Any) -> DeadLetterStore:
+    """The dead-letter store of an app's broker, one per app and process."""
+    return store_for(celery_app.settings)
 
 
 def dead_letter_message(
+    celery_app: Any,
     message: Any,
     *,
     reason: str,
@@ -62,7 +63,7 @@ def dead_letter_message(
     When the store cannot take it, the message is left unacknowledged for the
     caller to requeue or reject, never dropped.
     """
-    release_dead_lettered(message)
+    release_dead_lettered(celery_app, message)
     headers = message.headers or {}
     delivery = message.delivery_info or {}
     letter = letter_from_message(
@@ -70,7 +71,7 @@ def dead_letter_message(
         headers=headers,
         content_type=message.content_type,
         content_encoding=message.content_encoding,
-        lane=lane_of_queue(delivery.get("routing_key")),
+        lane=lane_of_queue(delivery.get("routing_key"), celery_app.settings.queue_namespace),
         reason=reason,
         exception=exception,
         traceback=traceback,
@@ -78,7 +79,7 @@ def dead_letter_message(
         first_failed_at=headers.get("first_failed_at"),
         fallback_id=(message.properties or {}).get("message_id"),
     )
-    if not record_with_backoff(letter):
+    if not record_with_backoff(celery_app, letter):
         return False
     log.error(
         "Dead-lettered %s[%s] (%s) after %d attempt(s): %s",
@@ -99,11 +100,11 @@ RECORD_ATTEMPTS = 4
 RECORD_BACKOFF = 0.25
 
 
-def record_with_backoff(letter: Any) -> bool:
+def record_with_backoff(celery_app: Any, letter: DeadLetter) -> bool:
     """Record a dead letter, trying again with backoff; False once every attempt failed."""
     for attempt in range(RECORD_ATTEMPTS):
         try:
-            dead_letter_store().record(letter)
+            dead_letter_store(celery_app).record(letter)
             return True
         except Exception as exc:
             failure = f"{type(exc).__name__}: {exc}"
@@ -189,9 +190,9 @@ class DeadLetterRequest(Request):
         reason, exception, traceback = self._ending or (REJECTED, None, None)
         if requeue and reason == WORKER_LOST:
             deliveries = getattr(self._message, "deliveries", None)
-            if deliveries is None or deliveries < get_settings().task_max_deliveries:
+            if deliveries is None or deliveries < self.app.settings.task_max_deliveries:
                 # Another delivery may succeed (or the broker counts, on quorum queues).
-                return super().reject(requeue=give_back_requeues())
+                return super().reject(requeue=give_back_requeues(self.app.settings))
             reason = DELIVERY_LIMIT
             exception = (
                 f"The worker process running it was lost on each of {deliveries} deliveries "
@@ -199,12 +200,12 @@ class DeadLetterRequest(Request):
             )
         elif requeue and reason != TIME_LIMIT:
             # The job asked for it: Reject(requeue=True).
-            return super().reject(requeue=give_back_requeues())
+            return super().reject(requeue=give_back_requeues(self.app.settings))
         self._dead_letter(reason, exception, traceback)
 
     def acknowledge(self) -> None:
         if not self.acknowledged:
-            forget_deliveries(self._message)
+            forget_deliveries(self.app, self._message)
         super().acknowledge()
 
     def _lost_process(self) -> ExceptionInfo | None:
@@ -234,6 +235,7 @@ class DeadLetterRequest(Request):
 
     def _dead_letter(self, reason: str, exception: str | None, traceback: str | None) -> None:
         if dead_letter_message(
+            self.app,
             self._message,
             reason=reason,
             exception=exception,
@@ -241,10 +243,10 @@ class DeadLetterRequest(Request):
             attempts=self._attempts(),
         ):
             self.acknowledged = True
-            forget_deliveries(self._message)
+            forget_deliveries(self.app, self._message)
             self.send_event("task-rejected", requeue=False)
-        elif get_settings().broker_kind == "amqp":
+        elif self.app.settings.broker_kind == "amqp":
             # The broker routes it to the lane's dead-letter queue itself.
             super().reject(requeue=False)
         else:
-            super().reject(requeue=give_back_requeues())
+            super().reject(requeue=give_back_requeues(self.app.settings))
