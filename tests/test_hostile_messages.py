@@ -110,6 +110,22 @@ def remove_namespace(project: Project, broker: str, ns: str) -> None:
             client.delete_queue(QueueUrl=queue_url)
 
 
+def queue_depths(project: Project, broker: str) -> dict[str, tuple[int, int]]:
+    """RabbitMQ: (ready, consumers) of the lanes and dead-letter queues, to explain a failure."""
+    if not broker.startswith("rabbitmq"):
+        return {}
+    from kombu import Connection
+
+    ns = project.env["QUEUE_NAMESPACE"]
+    depths = {}
+    with Connection(project.env["BROKER_URL"]) as connection:
+        channel = connection.channel()
+        for name in [f"{ns}.{lane}{suffix}" for lane in LANES for suffix in ("", ".dlq")]:
+            _, ready, consumers = channel.queue_declare(name, passive=True)
+            depths[name.removeprefix(ns)] = (ready, consumers)
+    return depths
+
+
 def bad_messages(broker: str) -> list[Hostile]:
     """The seeded mix, without what cannot be a fault on that broker."""
     drawn = hostile_messages(SEED, BAD_PER_BROKER * 2, f"{PACKAGE}.slow")
@@ -168,6 +184,8 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
             raise AssertionError(
                 f"not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
                 + "\n".join(about)[-5000:]
+                + f"\n{len(seen)} listed; queues: {queue_depths(project, broker)}"
+                + f"\nthe worker's log ends:\n{worker.log()[-3000:]}"
             ) from None
         assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
         log = worker.log()
