@@ -12,14 +12,16 @@ class ConfigurationError(ProjectError):
 
 
 class QueueUnavailableError(ProjectError):
-    """The broker could not take the message."""
+    """The broker (or the result backend a dispatch subscribes to) could not take the message."""
 
-    def __init__(self, *, broker: str, reason: str) -> None:
+    def __init__(
+        self, *, broker: str, reason: str, service: str = "broker", setting: str = "BROKER_URL"
+    ) -> None:
         self.broker = broker
         self.reason = reason
         super().__init__(
-            f"The broker at {broker} is unavailable ({reason}). The job was NOT queued. "
-            "Check that the broker is running and that BROKER_URL points at it, "
+            f"The {service} at {broker} is unavailable ({reason}). The job was NOT queued. "
+            f"Check that the {service} is running and that {setting} points at it, "
             "then dispatch again."
         )
 
@@ -31,4 +33,16 @@ class UnknownLaneError(ProjectError):
         super().__init__(
             f"Unknown lane {lane!r}. The project's lanes are: {', '.join(lanes)}. "
             "Lanes are set by the 'lanes' answer of the template (see .copier-answers.yml)."
+        )
+
+
+class JobImportError(ProjectError):
+    """A job or cron module cannot be imported, so no worker or scheduler may start."""
+
+    def __init__(self, *, module: str, error: BaseException) -> None:
+        self.module = module
+        super().__init__(
+            f"Cannot import {module}: {type(error).__name__}: {error}. "
+            "Workers and the scheduler start only when every job and cron module imports; "
+            f"fix {module} (or remove it) and start again."
         )

@@ -1,8 +1,13 @@
-"""The transport the worker runs on SQS: an unreadable envelope is quarantined.
+"""The transport the worker runs on SQS: one-to-one queue names, unreadable envelopes quarantined.
 
-See core/transports.py: kombu parses the JSON envelope of every received
-message, and one it cannot read (not UTF-8, not JSON, no properties, ...)
-becomes a quarantine envelope the consumer dead-letters as `malformed`.
+kombu turns `.` into `-`, so `advs1.eu-default` and `advs1-eu.default` would be
+one SQS queue; `queues.sqs_queue_name` keeps every (namespace, lane) apart, and
+`queue provision` creates the queues under the same names.
+
+kombu also parses the JSON envelope of every received message; one it cannot
+read (not JSON, no properties, a property of the wrong type, ...) becomes a
+quarantine envelope (core/inbound.py) the consumer dead-letters as
+`malformed`, as on Redis (core/transports.py).
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ from typing import Any
 from kombu.transport import SQS
 
 from .inbound import arrived_on, envelope_problem, quarantine
+from .queues import sqs_queue_name
 
 
-class SqsChannel(SQS.Channel):
-    """kombu's SQS channel, reading every received message as a sound envelope."""
+class Channel(SQS.Channel):
+    """kombu's SQS channel with the project's queue names and checked envelopes."""
+
+    def entity_name(self, name: str, table: Any = None) -> str:
+        return sqs_queue_name(str(name))
 
     def _message_to_python(self, message: dict[str, Any], queue_name: str, q_url: str) -> Any:
         try:
@@ -32,7 +41,5 @@ class SqsChannel(SQS.Channel):
         return envelope
 
 
-class SqsTransport(SQS.Transport):
-    """SQS with quarantined envelopes."""
-
-    Channel = SqsChannel
+class Transport(SQS.Transport):
+    Channel = Channel
