@@ -86,7 +86,7 @@ def test_pickle_and_unknown_jobs_end_in_the_dead_letter_queue_unrun(
     project: Project, folder: Path
 ) -> None:
     pickled_id, unknown_id = str(uuid.uuid4()), str(uuid.uuid4())
-    with project.worker("--queue", "default"):
+    with project.worker("--queue", "default", UNKNOWN_TASK_GRACE="0"):
         project.send_raw(
             f"{PACKAGE}.probe", [str(folder), "pickled"], task_id=pickled_id, serializer="pickle"
         )

@@ -86,7 +86,7 @@ def test_pickle_and_unknown_jobs_are_never_run_and_kept_as_dead_letters(
         f"{PACKAGE}.probe", [str(folder), "pickled"], task_id=pickled_id, serializer="pickle"
     )
     project.send_raw(f"{PACKAGE}.no_such_job", [], task_id=unknown_id)
-    with project.worker("--queue", "default"):
+    with project.worker("--queue", "default", UNKNOWN_TASK_GRACE="0"):
         project.dispatch_probes(folder, ["json-after"])
         wait_for_files(folder, ["json-after"])
         letters = wait_for(

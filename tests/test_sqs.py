@@ -7,11 +7,10 @@ import os
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-import boto3
 import pytest
 
+from support.brokers import sqs_client
 from support.projects import Project, unique_namespace, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -46,17 +45,6 @@ class CrashJob:
             attempts.write("x\\n")
         os._exit(1)
 '''
-
-
-def sqs_client(url: str) -> Any:
-    parts = urlsplit(url)
-    return boto3.client(
-        "sqs",
-        region_name="us-east-1",
-        endpoint_url=f"http://{parts.hostname}:{parts.port}",
-        aws_access_key_id=parts.username,
-        aws_secret_access_key=parts.password,
-    )
 
 
 @pytest.fixture

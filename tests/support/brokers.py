@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -58,3 +59,17 @@ def require_broker_restarts() -> None:
         pytest.skip(
             "restarts a broker: runs under CI=true or with WORKERGEN_TEST_BROKER_RESTARTS=1"
         )
+
+
+def sqs_client(url: str) -> Any:
+    """A boto3 SQS client for a local SQS given as the project's BROKER_URL."""
+    import boto3
+
+    parts = urlsplit(url)
+    return boto3.client(
+        "sqs",
+        region_name="us-east-1",
+        endpoint_url=f"http://{parts.hostname}:{parts.port}",
+        aws_access_key_id=parts.username,
+        aws_secret_access_key=parts.password,
+    )

@@ -76,7 +76,7 @@ def queue_work(
     """Start a worker on the given lanes. The worker never runs the scheduler."""
     from .queues import parse_lanes
     from .settings import get_settings
-    from .worker import POOLS, choose_pool, worker_argv
+    from .worker import POOLS, choose_pool, run_worker, worker_argv
 
     settings = get_settings()
     if pool and pool not in POOLS:
@@ -121,7 +121,9 @@ def queue_work(
     if choice.note:
         logging.getLogger(project.PACKAGE).warning(choice.note)
         typer.echo(choice.note, err=True)
-    celery_app.worker_main(argv)
+    exit_code = run_worker(celery_app, argv)
+    if exit_code:
+        raise typer.Exit(exit_code)
 
 
 @queue_app.command("dispatch")

@@ -109,12 +109,15 @@ def recovery_options(settings: Settings) -> dict[str, Any]:
 
 
 def broker_transport(settings: Settings) -> str | None:
-    """The project's own transports.
+    """The project's own transports (core/transports.py, core/sqs_transport.py).
 
-    Redis: restores a dead worker's messages. SQS: names queues one-to-one.
+    Both quarantine an envelope they cannot read. Redis also restores a dead
+    worker's messages within seconds (core/recovery.py); SQS names queues
+    one-to-one.
     """
-    if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
-        return f"{project.PACKAGE}.core.recovery:Transport"
+    scheme = urlsplit(settings.effective_broker_url).scheme
+    if scheme in ("redis", "rediss"):
+        return f"{project.PACKAGE}.core.transports:RedisTransport"
     if settings.broker_kind == "sqs":
         return f"{project.PACKAGE}.core.sqs_transport:Transport"
     return None

@@ -1,8 +1,11 @@
-"""The worker's consumer: counts deliveries and dead-letters what it cannot run.
+"""The worker's consumer: checks, counts and dead-letters what it cannot run.
 
-Celery's own consumer acknowledges a message it cannot decode (dropping it) and
+Celery's own consumer acknowledges a message it cannot decode (dropping it),
 rejects refused content or an unknown task without requeue (dropping it on
-Redis). This one keeps every such message as a dead letter instead.
+Redis), and raises on a message of the wrong shape (restarting the consumer or
+ending the worker, with the message back on its queue to do it again). This
+one checks every message first (core/inbound.py) and keeps every message it
+will not run as a dead letter instead.
 
 On quorum lanes it also binds Celery's shared delayed-delivery exchange to this
 project's queues only (see `LaneDelayedDelivery`).
@@ -11,6 +14,7 @@ project's queues only (see `LaneDelayedDelivery`).
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from celery.worker.consumer import Consumer
@@ -19,19 +23,28 @@ from kombu.common import Broadcast
 from kombu.transport.native_delayed_delivery import CELERY_DELAYED_DELIVERY_EXCHANGE
 
 from . import project
-from .config import dead_letter_queues
-from .deadletter import DELIVERY_LIMIT, REFUSED, UNKNOWN_TASK
+from .config import PUBLISH_RETRY_POLICY, dead_letter_queues
+from .deadletter import DELIVERY_LIMIT, MALFORMED, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
 from .deliveries import (
     broker_deliveries,
     delivery_counter,
     forget_deliveries,
+    give_back_requeues,
     message_task,
     redelivered,
 )
-from .queues import delayed_binding_key
+from .inbound import message_problem, preview
+from .queues import delayed_binding_key, lane_of_queue, qualified_queue
 
 log = logging.getLogger(__name__)
+
+# A job no worker knows yet is sent back to its lane after a growing pause, so
+# a worker that has it (deployed meanwhile) can take it. These headers carry
+# the pause across workers; UNKNOWN_TASK_GRACE bounds the whole wait.
+UNKNOWN_SINCE_HEADER = "unknown_task_since"
+UNKNOWN_TRIES_HEADER = "unknown_task_tries"
+UNKNOWN_PAUSE_MAX = 30.0
 
 
 class LaneDelayedDelivery(DelayedDelivery):
@@ -61,7 +74,7 @@ class LaneDelayedDelivery(DelayedDelivery):
 
 
 class DeadLetterConsumer(Consumer):
-    """Celery's consumer, with dead letters for what it would drop or loop on."""
+    """Celery's consumer, with dead letters for what it would drop, crash or loop on."""
 
     class Blueprint(Consumer.Blueprint):
         default_steps = [
@@ -83,7 +96,14 @@ class DeadLetterConsumer(Consumer):
         counter = delivery_counter(self.app)
         limit = settings.task_max_deliveries
 
-        def on_task_received(message: Any) -> Any:
+        def receive(message: Any) -> Any:
+            problem = message_problem(message)
+            if problem:
+                reason, text = problem
+                log.error("%s message: dead-lettered, never run (%s).", reason.capitalize(), text)
+                return self._give_up(message, reason=reason, exception=text)
+            if message.headers["task"] not in self.strategies:
+                return self.on_unknown_task(None, message, KeyError(message.headers["task"]))
             task_id, retries = message_task(message)
             if counter is not None and task_id:
                 deliveries = counter.count(task_id, retries, redelivered=redelivered(message))
@@ -102,24 +122,103 @@ class DeadLetterConsumer(Consumer):
                 message.deliveries = broker_deliveries(message)
             return handle(message)
 
+        def on_task_received(message: Any) -> Any:
+            try:
+                return receive(message)
+            except self.connection_errors:
+                raise
+            except Exception as exc:
+                # Whatever the checks missed: the message goes, the consumer stays.
+                log.critical("A message the worker could not take: dead-lettered.", exc_info=True)
+                if not message.acknowledged:
+                    self._give_up(
+                        message,
+                        reason=MALFORMED,
+                        exception=f"the worker could not take it: {type(exc).__name__}: "
+                        f"{preview(exc, 300)}",
+                    )
+                return None
+
         return on_task_received
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:
-        log.error("Undecodable message (%s): dead-lettered, never run.", exc)
-        self._give_up(message, reason=REFUSED, exception=f"{type(exc).__name__}: {exc}")
+        log.error("Undecodable message (%s): dead-lettered, never run.", preview(exc, 300))
+        self._give_up(message, reason=MALFORMED, exception=f"{type(exc).__name__}: {exc}")
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
-        log.error("Refused message (%s): dead-lettered, never run.", exc)
-        self._give_up(message, reason=REFUSED, exception=f"{type(exc).__name__}: {exc}")
+        from kombu.exceptions import ContentDisallowed
+
+        reason = REFUSED if isinstance(exc, ContentDisallowed) else MALFORMED
+        log.error("%s message (%s): dead-lettered, never run.", reason.capitalize(), preview(exc))
+        self._give_up(message, reason=reason, exception=f"{type(exc).__name__}: {exc}")
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         log.error("Message that is not a task: dead-lettered.")
-        self._give_up(message, reason=REFUSED, exception="not a task message")
+        self._give_up(message, reason=MALFORMED, exception="not a task message")
 
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
-        name = (message.headers or {}).get("task")
-        log.error("Unknown job %r: dead-lettered, never run.", name)
-        self._give_up(message, reason=UNKNOWN_TASK, exception=f"NotRegistered({name!r})")
+        headers = message.headers or {}
+        name = headers.get("task")
+        grace = self.app.settings.unknown_task_grace
+        now = datetime.now(UTC)
+        since = _since(headers.get(UNKNOWN_SINCE_HEADER), now)
+        waited = (now - since).total_seconds()
+        if waited >= grace:
+            log.error("Unknown job %s: dead-lettered, never run.", preview(name))
+            self._give_up(
+                message,
+                reason=UNKNOWN_TASK,
+                exception=f"NotRegistered({name!r}): no worker had this job for "
+                f"{waited:.0f} s (UNKNOWN_TASK_GRACE={grace})",
+            )
+            return
+        tries = headers.get(UNKNOWN_TRIES_HEADER)
+        tries = tries if isinstance(tries, int) and 0 <= tries < 64 else 0
+        pause = min(2.0**tries, UNKNOWN_PAUSE_MAX, grace - waited, self._longest_hold())
+        log.warning(
+            "Unknown job %s: back on its lane in %.0f s, for a worker that has it "
+            "(dead-lettered after UNKNOWN_TASK_GRACE=%d s).",
+            preview(name),
+            pause,
+            grace,
+        )
+        self.timer.call_after(pause, self._send_back, (message, since, tries + 1))
+
+    def _longest_hold(self) -> float:
+        """A held message must go back before Redis or SQS would hand it out again."""
+        settings = self.app.settings
+        return settings.visibility_timeout / 2 if settings.uses_visibility_timeout else 3600.0
+
+    def _send_back(self, message: Any, since: datetime, tries: int) -> None:
+        """Publish a copy of a held message on its lane, then acknowledge the original."""
+        namespace = self.app.settings.queue_namespace
+        lane = lane_of_queue((message.delivery_info or {}).get("routing_key"), namespace)
+        headers = {
+            **(message.headers or {}),
+            UNKNOWN_SINCE_HEADER: since.isoformat(),
+            UNKNOWN_TRIES_HEADER: tries,
+        }
+        try:
+            queue = self.app.amqp.queues[qualified_queue(lane or "default", namespace)]
+            with self.app.producer_or_acquire() as producer:
+                producer.publish(
+                    message.body,
+                    exchange=queue.exchange,
+                    routing_key=queue.routing_key,
+                    declare=[queue],
+                    headers=headers,
+                    content_type=message.content_type,
+                    content_encoding=message.content_encoding,
+                    retry=True,
+                    retry_policy=PUBLISH_RETRY_POLICY,
+                )
+        except Exception as exc:
+            log.warning("Could not send back unknown job (%s); given back instead.", exc)
+            message.reject_log_error(
+                log, self.connection_errors, requeue=give_back_requeues(self.app.settings)
+            )
+            return
+        message.ack_log_error(log, self.connection_errors)
 
     def _give_up(self, message: Any, *, reason: str, exception: str, attempts: int = 1) -> None:
         if dead_letter_message(
@@ -135,3 +234,15 @@ class DeadLetterConsumer(Consumer):
             self.connection_errors,
             requeue=self.app.settings.broker_kind not in ("amqp", "sqs"),
         )
+
+
+def _since(value: Any, now: datetime) -> datetime:
+    """When a job was first found unknown, as its header says (never in the future)."""
+    if isinstance(value, str):
+        try:
+            since = datetime.fromisoformat(value)
+        except ValueError:
+            return now
+        if since.tzinfo is not None and since <= now:
+            return since
+    return now

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from functools import cache
 from typing import Any
 
@@ -27,12 +28,14 @@ from .deadletter import (
     FAILED,
     REJECTED,
     TIME_LIMIT,
+    DeadLetter,
     DeadLetterStore,
     letter_from_message,
     store_for,
 )
 from .deliveries import forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
+from .inbound import limited
 from .queues import lane_of_queue
 
 log = logging.getLogger(__name__)
@@ -76,10 +79,7 @@ def dead_letter_message(
         first_failed_at=headers.get("first_failed_at"),
         fallback_id=(message.properties or {}).get("message_id"),
     )
-    try:
-        dead_letter_store(celery_app).record(letter)
-    except Exception:
-        log.critical("Could not record dead letter %s; giving it back.", letter.id, exc_info=True)
+    if not record_with_backoff(celery_app, letter):
         return False
     log.error(
         "Dead-lettered %s[%s] (%s) after %d attempt(s): %s",
@@ -91,6 +91,32 @@ def dead_letter_message(
     )
     message.ack()
     return True
+
+
+# A store that fails is tried again a few times, 0.25 s, 0.5 s, then 1 s apart
+# (under 2 s in all), then the message is left to the broker: RabbitMQ's
+# dead-letter queue, SQS's redrive policy, Redis's lane for another delivery.
+RECORD_ATTEMPTS = 4
+RECORD_BACKOFF = 0.25
+
+
+def record_with_backoff(celery_app: Any, letter: DeadLetter) -> bool:
+    """Record a dead letter, trying again with backoff; False once every attempt failed."""
+    for attempt in range(RECORD_ATTEMPTS):
+        try:
+            dead_letter_store(celery_app).record(letter)
+            return True
+        except Exception as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+        if attempt + 1 < RECORD_ATTEMPTS:
+            time.sleep(RECORD_BACKOFF * 2**attempt)
+    log.critical(
+        "Could not record dead letter %s after %d attempts (%s): left to the broker.",
+        letter.id,
+        RECORD_ATTEMPTS,
+        failure,
+    )
+    return False
 
 
 def exit_status(pid: int | None) -> int | None:
@@ -123,6 +149,17 @@ class DeadLetterRequest(Request):
     """A task request whose bad endings go to the dead-letter store, never lost or looping."""
 
     _ending: tuple[str, str | None, str | None] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The `timelimit` header may lower the job's limits, never raise them:
+        # limits come from the project (TASK_TIME_LIMIT, the job's own).
+        hard, soft = self.time_limits
+        conf = self._task.app.conf
+        self.time_limits = (
+            limited(hard, self._task.time_limit or conf.task_time_limit),
+            limited(soft, self._task.soft_time_limit or conf.task_soft_time_limit),
+        )
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if not soft:

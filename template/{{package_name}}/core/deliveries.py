@@ -91,10 +91,12 @@ def forget_deliveries(celery_app: Any, message: Any) -> None:
 
 def message_task(message: Any) -> tuple[str | None, int]:
     """(task id, retries) from a task message's headers."""
-    headers = message.headers or {}
+    headers = message.headers if isinstance(message.headers, dict) else {}
     task_id = headers.get("id")
-    retries = headers.get("retries") or 0
-    return (task_id if isinstance(task_id, str) else None), int(retries)
+    retries = headers.get("retries")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        retries = 0  # such a message is dead-lettered as malformed before it runs
+    return (task_id if isinstance(task_id, str) else None), retries
 
 
 def redelivered(message: Any) -> bool:

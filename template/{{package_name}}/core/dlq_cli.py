@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from .errors import ProjectError
+from .log import printable
 
 dlq_app = typer.Typer(
     help="Dead letters: jobs that failed for good, list them, fix the bug, replay them.",
@@ -41,11 +42,12 @@ def dlq_list(
         if as_json:
             typer.echo(json.dumps(asdict(letter), default=str))
             continue
-        typer.echo(
-            f"{letter.id}  {letter.lane or '?':<10} {letter.task_name or '?'}  "
-            f"{letter.reason}  attempts={letter.attempts}  last={letter.last_failed_at}  "
-            f"{_first_line(letter.exception)}"
+        line = (
+            f"{_short(letter.id)}  {_short(letter.lane or '?'):<10} "
+            f"{_short(letter.task_name or '?')}  {letter.reason}  attempts={letter.attempts}  "
+            f"last={letter.last_failed_at}  {_first_line(letter.exception)}"
         )
+        typer.echo(printable(line, newlines=False))
     if not as_json:
         typer.echo(f"{len(letters)} dead letter(s)", err=True)
 
@@ -68,16 +70,18 @@ def dlq_show(letter_id: Annotated[str, typer.Argument(help="The id `dlq list` sh
         ("first failed", letter.first_failed_at),
         ("last failed", letter.last_failed_at),
         ("content type", letter.content_type),
-        ("args", json.dumps(letter.args)),
-        ("kwargs", json.dumps(letter.kwargs)),
+        ("args", _short(json.dumps(letter.args), 2000)),
+        ("kwargs", _short(json.dumps(letter.kwargs), 2000)),
         ("exception", letter.exception),
     ):
-        typer.echo(f"{label + ':':<14}{value}")
+        typer.echo(printable(f"{label + ':':<14}{value}"))
+    for name, size in sorted(letter.truncated.items()):
+        typer.echo(f"{'truncated:':<14}{name} was {size} characters/bytes; the record keeps less")
     if letter.traceback:
-        typer.echo("traceback:\n" + letter.traceback.rstrip())
+        typer.echo(printable("traceback:\n" + letter.traceback.rstrip()))
     if not letter.replayable:
         body = letter.body if len(letter.body) < 2000 else letter.body[:2000] + "..."
-        typer.echo(f"body ({letter.body_encoding}):\n{body}")
+        typer.echo(printable(f"body ({letter.body_encoding}):\n{body}"))
 
 
 @dlq_app.command("replay")
@@ -125,3 +129,7 @@ def dlq_purge(
 
 def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0][:120] if (text or "").strip() else ""
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 
@@ -18,6 +19,37 @@ RECEIVED_LOGGER = "celery.worker.strategy"
 OUTCOME_LOGGER = "celery.app.trace"
 
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(task_name)s %(task_id)s] %(message)s"
+
+# A log line carries text from messages (headers, arguments, exceptions): it is
+# cut at this many characters, and the text format shows control characters
+# (terminal escape sequences) escaped.
+MAX_MESSAGE_CHARS = 16 * 1024
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, *, newlines: bool = True) -> str:
+    """Text with control characters escaped (`\\x1b`); line breaks kept unless told."""
+    if not newlines:
+        text = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
+    return CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """Text cut to `limit` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} characters cut]"
+
+
+class TextFormatter(logging.Formatter):
+    """The text format, bounded, with control characters escaped."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(bounded(record.message))
+        return super().formatMessage(record)
+
+    def formatException(self, ei) -> str:
+        return printable(bounded(super().formatException(ei), 4 * MAX_MESSAGE_CHARS))
 
 
 class TaskContextFilter(logging.Filter):
@@ -39,12 +71,14 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": bounded(record.getMessage()),
             "task_id": getattr(record, "task_id", None),
             "task_name": getattr(record, "task_name", None),
         }
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = bounded(
+                self.formatException(record.exc_info), 4 * MAX_MESSAGE_CHARS
+            )
         return json.dumps(entry, default=str)
 
 
@@ -52,7 +86,7 @@ def make_handler(fmt: str) -> logging.Handler:
     """A stderr handler with the task context and the chosen format."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(TaskContextFilter())
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(TEXT_FORMAT))
     return handler
 
 

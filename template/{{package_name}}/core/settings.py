@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     task_retry_backoff_max: int = Field(default=600, ge=0)
     idempotency_retention: int = Field(default=86_400, ge=1)
     task_max_deliveries: int = Field(default=5, ge=1)
+    # Seconds a job no worker knows is sent back to its lane (a worker that has
+    # it may be deploying) before it is dead-lettered as unknown-task.
+    unknown_task_grace: int = Field(default=300, ge=0)
     # Redis: a worker whose heartbeat is this many seconds old is dead, and its
     # unacknowledged jobs go back on their lanes.
     worker_heartbeat_ttl: int = Field(default=15, ge=3)

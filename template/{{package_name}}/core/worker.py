@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import project
 from .queues import qualified_queue
@@ -58,3 +59,18 @@ def worker_argv(
     if pidfile:
         argv += ["--pidfile", str(pidfile)]
     return argv
+
+
+def run_worker(celery_app: Any, argv: list[str]) -> int:
+    """Run `celery worker` with these arguments; returns the worker's exit code.
+
+    Celery's own `worker_main` drops the code, so a worker that stopped on an
+    unrecoverable error would exit 0 and a supervisor would not restart it.
+    """
+    from celery.bin.celery import celery
+
+    celery.params[0].default = celery_app  # the --app option, as app.start() sets it
+    try:
+        return celery.main(args=argv, standalone_mode=False) or 0
+    finally:
+        celery.params[0].default = None

@@ -11,7 +11,7 @@ import base64
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +24,23 @@ if TYPE_CHECKING:
 FAILED = "failed"  # raised an error that is not retried, or ran out of retries
 TIME_LIMIT = "time-limit"  # killed by the hard time limit
 DELIVERY_LIMIT = "delivery-limit"  # delivered too often: it keeps killing its worker
-REFUSED = "refused"  # content the worker never decodes (pickle, garbage)
+REFUSED = "refused"  # content the worker never decodes (pickle, YAML, ...)
+MALFORMED = "malformed"  # not a task message the worker can read (see core/inbound.py)
 UNKNOWN_TASK = "unknown-task"  # no job of that name is registered
 REJECTED = "rejected"  # rejected without requeue (by the job or by the broker)
 
+CORRUPT = "corrupt"  # a stored record that cannot be read back (listed, never replayed)
+
 JSON_CONTENT = "application/json"
+
+# What a dead letter keeps at most (docs/dead-letters.md). The full sizes of
+# what was cut are noted in the record's `truncated`.
+MAX_EXCEPTION_CHARS = 4 * 1024
+MAX_TRACEBACK_CHARS = 16 * 1024
+MAX_BODY_BYTES = 1024 * 1024  # larger: a 64 KiB preview, not replayable
+BODY_PREVIEW_BYTES = 64 * 1024
+MAX_HEADERS_CHARS = 16 * 1024
+MAX_HEADER_VALUE_CHARS = 256
 
 
 def utcnow() -> str:
@@ -58,6 +70,8 @@ class DeadLetter:
     body_encoding: str = "utf-8"  # "utf-8" or "base64" (content that is not text)
     content_type: str | None = None
     content_encoding: str | None = None
+    # Field name -> full size, for what was cut to the sizes above.
+    truncated: dict[str, int] = field(default_factory=dict)
 
     @property
     def raw_body(self) -> bytes:
@@ -68,17 +82,113 @@ class DeadLetter:
 
     @property
     def replayable(self) -> bool:
-        """Only a decodable JSON job can be put back on a lane."""
-        return bool(self.task_name) and self.args is not None and self.kwargs is not None
+        """Only a decodable JSON job, kept whole, can be put back on a lane."""
+        return (
+            bool(self.task_name)
+            and self.args is not None
+            and self.kwargs is not None
+            and "body" not in self.truncated
+            and self.reason != CORRUPT
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str, sort_keys=True)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> DeadLetter:
+        """A stored record; raises ValueError when it is not one this project wrote."""
         data = json.loads(raw)
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        known = {f.name: f for f in fields(cls)}
+        letter = cls(**{k: v for k, v in data.items() if k in known})
+        problem = letter.problem()
+        if problem:
+            raise ValueError(problem)
+        return letter
+
+    @classmethod
+    def from_record(cls, raw: str | bytes, *, record_id: str, lane: str | None) -> DeadLetter:
+        """A stored record, or a `corrupt` letter saying why it cannot be read."""
+        try:
+            return cls.from_json(raw)
+        except (ValueError, TypeError) as exc:
+            return cls.corrupt(record_id=record_id, lane=lane, problem=str(exc), raw=raw)
+
+    @classmethod
+    def corrupt(
+        cls, *, record_id: str, lane: str | None, problem: str, raw: str | bytes
+    ) -> DeadLetter:
+        """A record that cannot be read: listed so a person can purge it, never replayed."""
+        text, encoding = encode_body(raw[:BODY_PREVIEW_BYTES])
+        return cls(
+            id=record_id,
+            task_name=None,
+            task_id=None,
+            lane=lane,
+            args=None,
+            kwargs=None,
+            reason=CORRUPT,
+            exception=f"corrupt dead-letter record: {problem[:200]}",
+            body=text,
+            body_encoding=encoding,
+            truncated={"body": len(raw)} if len(raw) > BODY_PREVIEW_BYTES else {},
+        )
+
+    def problem(self) -> str | None:
+        """What makes this record unreadable (tampered or from elsewhere), or None."""
+        from .. import project
+
+        text_fields = ("id", "reason", "body", "body_encoding")
+        for name in text_fields:
+            if not isinstance(getattr(self, name), str):
+                return f"{name} is not a string"
+        for name in (
+            "task_name",
+            "task_id",
+            "exception",
+            "traceback",
+            "first_failed_at",
+            "last_failed_at",
+            "content_type",
+            "content_encoding",
+        ):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                return f"{name} is not a string"
+        if self.lane is not None and self.lane not in project.LANES:
+            return f"lane {self.lane!r} is not one of this project's lanes"
+        if self.args is not None and not isinstance(self.args, list):
+            return "args is not a list"
+        if self.kwargs is not None and not isinstance(self.kwargs, dict):
+            return "kwargs is not an object"
+        if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
+            return "attempts is not a number"
+        if not isinstance(self.headers, dict) or not isinstance(self.truncated, dict):
+            return "headers or truncated is not an object"
+        if self.body_encoding not in ("utf-8", "base64"):
+            return f"unknown body encoding {self.body_encoding!r}"
+        if self.body_encoding == "base64":
+            try:
+                base64.b64decode(self.body, validate=True)
+            except ValueError:
+                return "body is not base64"
+        return None
+
+
+def with_body_preview(letter: DeadLetter) -> DeadLetter:
+    """The letter with only a preview of its body, for a store that cannot hold it all."""
+    raw = letter.raw_body
+    if len(raw) <= BODY_PREVIEW_BYTES:
+        return letter
+    text, encoding = encode_body(raw[:BODY_PREVIEW_BYTES])
+    return replace(
+        letter,
+        args=None,
+        kwargs=None,
+        body=text,
+        body_encoding=encoding,
+        truncated={**letter.truncated, "body": letter.truncated.get("body", len(raw))},
+    )
 
 
 def encode_body(body: bytes | str) -> tuple[str, str]:
@@ -128,14 +238,30 @@ def letter_from_message(
     fallback_id: str | None = None,
 ) -> DeadLetter:
     """Build a dead letter from a message as it came off a lane."""
-    headers = dict(headers or {})
-    text, encoding = encode_body(body)
-    args, kwargs = job_call(body, content_type)
-    task_id = headers.get("id") if isinstance(headers.get("id"), str) else None
+    headers = dict(headers) if isinstance(headers, Mapping) else {}
+    truncated: dict[str, int] = {}
+    size = len(body)
+    if size > MAX_BODY_BYTES:
+        truncated["body"] = size
+        args, kwargs = None, None
+        text, encoding = encode_body(body[:BODY_PREVIEW_BYTES])
+    else:
+        args, kwargs = job_call(body, content_type)
+        text, encoding = encode_body(body)
+    exception = _cut(exception, MAX_EXCEPTION_CHARS, "exception", truncated)
+    traceback = _cut(traceback, MAX_TRACEBACK_CHARS, "traceback", truncated, keep_end=True)
+    task_id = headers.get("id")
+    if not (isinstance(task_id, str) and 0 < len(task_id) <= 255):
+        task_id = None
+    if not (isinstance(fallback_id, str) and 0 < len(fallback_id) <= 255):
+        fallback_id = None
+    task_name = headers.get("task")
+    if not (isinstance(task_name, str) and len(task_name) <= 255):
+        task_name = None
     now = utcnow()
     return DeadLetter(
         id=task_id or fallback_id or _body_id(body),
-        task_name=headers.get("task") if isinstance(headers.get("task"), str) else None,
+        task_name=task_name,
         task_id=task_id,
         lane=lane,
         args=args,
@@ -146,18 +272,46 @@ def letter_from_message(
         attempts=attempts,
         first_failed_at=first_failed_at or now,
         last_failed_at=now,
-        headers=_json_safe(headers),
+        headers=_bounded_headers(_json_safe(headers), truncated),
         body=text,
         body_encoding=encoding,
-        content_type=content_type,
-        content_encoding=content_encoding,
+        content_type=content_type if isinstance(content_type, str) else None,
+        content_encoding=content_encoding if isinstance(content_encoding, str) else None,
+        truncated=truncated,
     )
+
+
+def _cut(
+    text: str | None, limit: int, name: str, truncated: dict[str, int], *, keep_end: bool = False
+) -> str | None:
+    """Text cut to `limit` characters (a traceback keeps its end, where the error is)."""
+    if text is None or len(text) <= limit:
+        return text
+    truncated[name] = len(text)
+    marker = f"[... {len(text)} characters in all]"
+    kept = limit - len(marker) - 1
+    return marker + "\n" + text[-kept:] if keep_end else text[:kept] + " " + marker
+
+
+def _bounded_headers(headers: dict[str, Any], truncated: dict[str, int]) -> dict[str, Any]:
+    """Headers as kept: when they are large, every long value is cut."""
+    size = len(json.dumps(headers))
+    if size <= MAX_HEADERS_CHARS:
+        return headers
+    truncated["headers"] = size
+    kept: dict[str, Any] = {}
+    for name, value in list(headers.items())[:64]:
+        text = value if isinstance(value, str) else json.dumps(value)
+        if len(text) > MAX_HEADER_VALUE_CHARS:
+            value = text[:MAX_HEADER_VALUE_CHARS] + "..."
+        kept[str(name)[:MAX_HEADER_VALUE_CHARS]] = value
+    return kept
 
 
 def _body_id(body: bytes | str) -> str:
     import hashlib
 
-    raw = body.encode() if isinstance(body, str) else body
+    raw = body.encode("utf-8", "surrogateescape") if isinstance(body, str) else body
     return "body-" + hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16]
 
 
@@ -290,8 +444,10 @@ def send_again(letter: DeadLetter, settings: Settings) -> str:
 
 
 __all__ = [
+    "CORRUPT",
     "DELIVERY_LIMIT",
     "FAILED",
+    "MALFORMED",
     "REFUSED",
     "REJECTED",
     "TIME_LIMIT",

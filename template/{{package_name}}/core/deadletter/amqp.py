@@ -65,6 +65,7 @@ class AmqpDeadLetterStore(DeadLetterStore):
             "first_failed_at": letter.first_failed_at,
             "last_failed_at": letter.last_failed_at,
             "lane": letter.lane,
+            "truncated": letter.truncated,
         }
         with self._connection() as connection:
             channel = connection.channel()
@@ -158,7 +159,24 @@ class AmqpDeadLetterStore(DeadLetterStore):
 
 
 def to_letter(message: Message, lane: str) -> DeadLetter:
-    """A dead letter from a message of a dead-letter queue (its body is never unpickled)."""
+    """A dead letter from a message of a dead-letter queue (its body is never unpickled).
+
+    A message whose dead-letter details were tampered with is a `corrupt` letter.
+    """
+    try:
+        letter = _read_letter(message, lane)
+        problem = letter.problem()
+    except (TypeError, ValueError, AttributeError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem:
+        record_id = (message.properties or {}).get("message_id") or "?"
+        return DeadLetter.corrupt(
+            record_id=str(record_id), lane=lane, problem=problem, raw=message.body or b""
+        )
+    return letter
+
+
+def _read_letter(message: Message, lane: str) -> DeadLetter:
     headers = dict(message.headers or {})
     info_raw = headers.pop(INFO_HEADER, None)
     deaths = headers.get("x-death") or []
@@ -180,6 +198,8 @@ def to_letter(message: Message, lane: str) -> DeadLetter:
         attempts=int(info.get("attempts") or _broker_attempts(deaths, headers)),
         fallback_id=message.properties.get("message_id"),
     )
+    if isinstance(info.get("truncated"), dict):
+        letter.truncated = {**letter.truncated, **info["truncated"]}
     if info.get("first_failed_at"):
         letter.first_failed_at = info["first_failed_at"]
     if info.get("last_failed_at"):

@@ -14,7 +14,7 @@ import redis
 from ..errors import QueueUnavailableError
 from ..queues import DEFAULT_LANE, dead_letter_queue
 from ..settings import Settings, mask_password
-from . import DeadLetter, DeadLetterNotFoundError, DeadLetterStore, lanes_of, send_again
+from . import CORRUPT, DeadLetter, DeadLetterNotFoundError, DeadLetterStore, lanes_of, send_again
 
 
 class RedisDeadLetterStore(DeadLetterStore):
@@ -44,14 +44,20 @@ class RedisDeadLetterStore(DeadLetterStore):
             # between recording and acknowledging) keeps its first failure time.
             previous = self.client.hget(key, letter.id)
             if previous:
-                letter.first_failed_at = DeadLetter.from_json(previous).first_failed_at
+                # A corrupt record under the same id is replaced, never a reason to fail.
+                kept = DeadLetter.from_record(previous, record_id=letter.id, lane=letter.lane)
+                if kept.reason != CORRUPT and kept.first_failed_at:
+                    letter.first_failed_at = kept.first_failed_at
             self.client.hset(key, letter.id, letter.to_json())
 
     def list(self, lane: str | None = None) -> list[DeadLetter]:
         letters = []
         with self._guard():
             for name in lanes_of(lane):
-                letters.extend(DeadLetter.from_json(v) for v in self.client.hvals(self.key(name)))
+                letters.extend(
+                    DeadLetter.from_record(raw, record_id=_text(field), lane=name)
+                    for field, raw in self.client.hgetall(self.key(name)).items()
+                )
         return sorted(letters, key=lambda letter: (letter.last_failed_at or "", letter.id))
 
     def _find(self, letter_id: str) -> tuple[str, DeadLetter]:
@@ -59,7 +65,8 @@ class RedisDeadLetterStore(DeadLetterStore):
             for lane in lanes_of(None):
                 raw = self.client.hget(self.key(lane), letter_id)
                 if raw:
-                    return self.key(lane), DeadLetter.from_json(raw)
+                    letter = DeadLetter.from_record(raw, record_id=letter_id, lane=lane)
+                    return self.key(lane), letter
         raise DeadLetterNotFoundError(letter_id=letter_id)
 
     def show(self, letter_id: str) -> DeadLetter:
@@ -83,3 +90,7 @@ class RedisDeadLetterStore(DeadLetterStore):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

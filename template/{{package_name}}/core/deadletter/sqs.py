@@ -36,6 +36,7 @@ from . import (
     lanes_of,
     letter_from_message,
     send_again,
+    with_body_preview,
 )
 
 # A pass over a dead-letter queue (list, show, replay) lasts at most READ_PASS_SECONDS;
@@ -46,6 +47,8 @@ READ_HIDE_SECONDS = 300
 # SQS's largest batch for receive, delete and change-visibility calls.
 BATCH = 10
 RECORD_ATTRIBUTE = "dead-letter-record"
+# SQS takes messages of up to 256 KiB: a larger record keeps a preview of its body.
+MAX_RECORD_BYTES = 250 * 1024
 
 
 @dataclass
@@ -98,10 +101,13 @@ class SqsDeadLetterStore(DeadLetterStore):
         return self._urls[lane]
 
     def record(self, letter: DeadLetter) -> None:
+        record = letter.to_json()
+        if len(record.encode()) > MAX_RECORD_BYTES:
+            record = with_body_preview(letter).to_json()
         with self._guard():
             self.client.send_message(
                 QueueUrl=self._url(letter.lane or DEFAULT_LANE),
-                MessageBody=letter.to_json(),
+                MessageBody=record,
                 MessageAttributes={RECORD_ATTRIBUTE: {"DataType": "String", "StringValue": "1"}},
             )
 
@@ -139,9 +145,16 @@ class SqsDeadLetterStore(DeadLetterStore):
             yield batch
 
     def _letter(self, message: dict[str, Any], lane: str) -> DeadLetter:
+        record_id = message.get("MessageId") or "?"
         if RECORD_ATTRIBUTE in message.get("MessageAttributes", {}):
-            return DeadLetter.from_json(message["Body"])
-        return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
+            return DeadLetter.from_record(message["Body"], record_id=record_id, lane=lane)
+        try:
+            return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
+        except (TypeError, ValueError, AttributeError) as exc:  # a tampered envelope
+            problem = f"{type(exc).__name__}: {exc}"
+            return DeadLetter.corrupt(
+                record_id=record_id, lane=lane, problem=problem, raw=message.get("Body") or ""
+            )
 
     def _release(self, items: list[_Received]) -> None:
         for start in range(0, len(items), BATCH):

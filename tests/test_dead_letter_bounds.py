@@ -1,0 +1,160 @@
+"""Dead letters under stress: a store that fails, corrupt records, and a 50 MB argument."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker
+from support.faults import dead_letters, rabbitmq_lock, wait_for
+from support.hostile import Hostile, put_on_redis
+from support.projects import Project, unique_namespace
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+PACKAGE = "billing"
+BIG = 50 * 1024 * 1024
+
+BIG_JOB = '''"""A job that fails with its (large) argument in the error."""
+
+from {package}.core import job
+
+
+@job(name="{package}.big_fail")
+def big_fail(blob: str) -> None:
+    raise ValueError("\\x1b[2J cannot take " + blob)
+'''
+
+
+@pytest.fixture
+def project(request, render, tmp_path: Path) -> Iterator[Project]:
+    """A project on Redis, or on the broker a test names (indirect parametrization)."""
+    broker = getattr(request, "param", "redis")
+    redis_url = require_broker("redis", REDIS_URL)
+    ns = unique_namespace("db")
+    env = {"QUEUE_NAMESPACE": ns, "LOCK_URL": redis_url, "BROKER_URL": redis_url}
+    answers = {"broker": broker, "result_backend": "none", "queue_namespace": "billing"}
+    if broker == "rabbitmq":
+        answers["rabbitmq_queue_type"] = "classic"
+        env["BROKER_URL"] = require_broker("rabbitmq", RABBITMQ_URL)
+    proj = Project.copy_of(render(**answers), tmp_path / "billing", PACKAGE, **env)
+    proj.broker = broker
+    (proj.root / PACKAGE / "jobs" / "big.py").write_text(BIG_JOB.format(package=PACKAGE))
+    lock = rabbitmq_lock(exclusive=False) if broker == "rabbitmq" else None
+    with lock or contextlib.nullcontext():
+        try:
+            yield proj
+        finally:
+            proj.run("dlq", "purge", "--yes")
+            client = redis.Redis.from_url(redis_url)
+            keys = list(client.scan_iter(match=f"{ns}*"))
+            keys += list(client.scan_iter(match=f"_kombu.binding.{ns}*"))
+            if keys:
+                client.delete(*keys)
+            client.close()
+
+
+def broker_redis(project: Project) -> redis.Redis:
+    return redis.Redis.from_url(project.env["BROKER_URL"])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process and its children that ended (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def malformed(token: str) -> Hostile:
+    headers = {"task": f"{PACKAGE}.big_fail", "id": f"bad-{token}", "retries": "x"}
+    return Hostile(token, "retries x", headers, json.dumps([[token], {}, {}]).encode())
+
+
+def test_a_store_that_fails_is_retried_with_backoff_never_in_a_hot_loop(
+    project: Project,
+) -> None:
+    client = broker_redis(project)
+    ns = project.env["QUEUE_NAMESPACE"]
+    # The lane's dead-letter hash is a string: every record fails (WRONGTYPE).
+    client.set(f"{ns}.default.dlq", "not a hash")
+    put_on_redis(project.env["BROKER_URL"], f"{ns}.default", [malformed("stuck")])
+    with project.worker("--concurrency", "1") as worker:
+        assert worker.process is not None
+        wait_for(lambda: "Could not record dead letter" in worker.log(), 30, "a failed record")
+        lines, cpu = len(worker.log().splitlines()), cpu_seconds(worker.process.pid)
+        time.sleep(10)
+        lines = len(worker.log().splitlines()) - lines
+        cpu = cpu_seconds(worker.process.pid) - cpu
+        client.delete(f"{ns}.default.dlq")
+        letters = wait_for(
+            lambda: dead_letters(project), 30, "the dead letter, once it can be kept"
+        )
+        assert worker.process.poll() is None
+    print(f"\n[redis] failing store: {lines} log lines and {cpu:.2f} s CPU in 10 s")
+    assert lines < 60, worker.log()[-3000:]
+    assert cpu < 3.0
+    assert [(x["id"], x["reason"]) for x in letters] == [("bad-stuck", "malformed")]
+
+
+def test_corrupt_and_tampered_records_are_listed_as_corrupt(project: Project) -> None:
+    client = broker_redis(project)
+    ns = project.env["QUEUE_NAMESPACE"]
+    sound = {"id": "tampered", "task_name": "x", "task_id": "x", "args": [], "kwargs": {}}
+    client.hset(f"{ns}.default.dlq", "broken", "{not json")
+    client.hset(f"{ns}.default.dlq", "tampered", json.dumps({**sound, "lane": "../other"}))
+    client.hset(f"{ns}.batch.dlq", "bad-args", json.dumps({**sound, "args": "rm -rf /"}))
+    # A corrupt record under the id of a new dead letter does not stop it being kept.
+    client.hset(f"{ns}.default.dlq", "bad-replaced", "\x00corrupt")
+    put_on_redis(project.env["BROKER_URL"], f"{ns}.default", [malformed("replaced")])
+    with project.worker("--concurrency", "1"):
+        wait_for(
+            lambda: any(x["reason"] == "malformed" for x in dead_letters(project)),
+            30,
+            "the dead letter that replaces a corrupt record",
+        )
+    listed = project.run("dlq", "list")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    reasons = {line.split()[0]: line.split()[3] for line in listed.stdout.splitlines()}
+    assert reasons == {
+        "broken": "corrupt",
+        "tampered": "corrupt",
+        "bad-args": "corrupt",
+        "bad-replaced": "malformed",
+    }
+    shown = project.run("dlq", "show", "tampered")
+    assert shown.returncode == 0 and "lane '../other'" in shown.stdout, shown.stderr
+    refused = project.run("dlq", "replay", "bad-args")
+    assert refused.returncode == 1 and "cannot be replayed" in refused.stderr
+
+
+@pytest.mark.parametrize("project", ["redis", "rabbitmq"], indirect=True)
+def test_a_50_mb_argument_leaves_a_bounded_record_and_log(project: Project) -> None:
+    with project.worker("--concurrency", "1") as worker:
+        sent = project.python(
+            f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch('x' * {BIG}).id)\n",
+            timeout=120,
+        )
+        assert sent.returncode == 0, sent.stderr
+        task_id = sent.stdout.split()[-1]
+        [letter] = wait_for(lambda: dead_letters(project), 120, "the dead letter")
+        log = worker.log()
+    assert letter["id"] == task_id
+    # The failure details were kept (RabbitMQ: not lost to a publish that timed out).
+    assert letter["reason"] == "failed" and letter["exception"].startswith("ValueError")
+    assert letter["truncated"]["body"] > BIG and letter["truncated"]["exception"] > BIG
+    assert len(json.dumps(letter)) < 1024 * 1024
+    assert max(len(line) for line in log.splitlines()) < 200 * 1024
+    assert "\x1b" not in log
+    shown = project.run("dlq", "show", task_id)
+    assert shown.returncode == 0 and "truncated:" in shown.stdout
+    assert "\x1b" not in shown.stdout
+    if project.broker == "redis":
+        client = redis.Redis.from_url(project.env["BROKER_URL"])
+        ns = project.env["QUEUE_NAMESPACE"]
+        assert client.hstrlen(f"{ns}.default.dlq", task_id) < 1024 * 1024

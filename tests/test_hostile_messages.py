@@ -1,0 +1,311 @@
+"""Hostile messages on every broker's lanes: the worker dead-letters them and keeps running.
+
+A seeded, bounded fuzz: bad task messages (wrong header types, missing id or
+task, bodies that are not JSON or of the wrong shape, refused content, huge
+headers, envelopes the transport cannot read) mixed with healthy jobs. The
+worker must never exit or restart its consumer, run every healthy job once,
+and keep every bad message as a dead letter with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker, sqs_client
+from support.faults import add_fault_jobs, dead_letters, dispatch, rabbitmq_lock, runs, wait_for
+from support.hostile import (
+    Hostile,
+    found_in,
+    hostile_messages,
+    put_on_rabbitmq,
+    put_on_redis,
+    put_on_sqs,
+)
+from support.projects import Project, unique_namespace
+
+pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+
+PACKAGE = "billing"
+SEED = 9
+BAD_PER_BROKER = 80
+ROUNDS = 4
+HEALTHY_PER_ROUND = 5
+LANES = ("default", "batch")
+# Terminal control characters other than the line feed.
+CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+@pytest.fixture(params=["redis", "rabbitmq-classic", "rabbitmq-quorum", "sqs"])
+def broker(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def project(broker: str, render, tmp_path: Path, request) -> Iterator[Project]:
+    redis_url = require_broker("redis", REDIS_URL)
+    ns = unique_namespace("hm")
+    answers: dict[str, Any] = {"result_backend": "none", "queue_namespace": "billing"}
+    env = {"QUEUE_NAMESPACE": ns, "LOCK_URL": redis_url}
+    if broker == "redis":
+        answers["broker"] = "redis"
+        env["BROKER_URL"] = redis_url
+    elif broker.startswith("rabbitmq"):
+        answers.update(broker="rabbitmq", rabbitmq_queue_type=broker.split("-")[1])
+        env["BROKER_URL"] = require_broker("rabbitmq", RABBITMQ_URL)
+    else:
+        answers["broker"] = "sqs"
+        env.update(
+            BROKER_URL=request.getfixturevalue("sqs_url"),
+            VISIBILITY_TIMEOUT="60",
+            TASK_SOFT_TIME_LIMIT="8",
+            TASK_TIME_LIMIT="10",
+            TASK_RETRY_BACKOFF_MAX="5",
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+        )
+    proj = Project.copy_of(render(**answers), tmp_path / "billing", PACKAGE, **env)
+    proj.broker = broker
+    add_fault_jobs(proj)
+    if broker == "sqs":
+        done = proj.run("queue", "provision")
+        assert done.returncode == 0, done.stdout + done.stderr
+    with rabbitmq_lock(exclusive=False) if broker != "redis" else contextlib.nullcontext():
+        try:
+            yield proj
+        finally:
+            proj.run("dlq", "purge", "--yes")
+            remove_namespace(proj, broker, ns)
+
+
+def remove_namespace(project: Project, broker: str, ns: str) -> None:
+    """Delete the lanes and dead-letter stores this test created."""
+    url = project.env["BROKER_URL"]
+    names = [f"{ns}.{lane}{suffix}" for lane in ("critical", *LANES) for suffix in ("", ".dlq")]
+    if broker == "redis":
+        import redis
+
+        client = redis.Redis.from_url(url)
+        keys = [*client.scan_iter(match=f"{ns}*"), *client.scan_iter(match=f"_kombu.binding.{ns}*")]
+        if keys:
+            client.delete(*keys)
+        client.close()
+    elif broker.startswith("rabbitmq"):
+        from kombu import Connection
+
+        with Connection(url) as connection:
+            channel = connection.channel()
+            for name in names:
+                channel.queue_delete(name)
+                channel.exchange_delete(name)
+    else:
+        client = sqs_client(url)
+        for queue_url in client.list_queues(QueueNamePrefix=ns).get("QueueUrls", []):
+            client.delete_queue(QueueUrl=queue_url)
+
+
+def queue_depths(project: Project, broker: str) -> dict[str, tuple[int, int]]:
+    """RabbitMQ: (ready, consumers) of the lanes and dead-letter queues, to explain a failure."""
+    if not broker.startswith("rabbitmq"):
+        return {}
+    from kombu import Connection
+
+    ns = project.env["QUEUE_NAMESPACE"]
+    depths = {}
+    with Connection(project.env["BROKER_URL"]) as connection:
+        channel = connection.channel()
+        for name in [f"{ns}.{lane}{suffix}" for lane in LANES for suffix in ("", ".dlq")]:
+            _, ready, consumers = channel.queue_declare(name, passive=True)
+            depths[name.removeprefix(ns)] = (ready, consumers)
+    return depths
+
+
+def bad_messages(broker: str) -> list[Hostile]:
+    """The seeded mix, without what cannot be a fault on that broker."""
+    drawn = hostile_messages(SEED, BAD_PER_BROKER * 2, f"{PACKAGE}.slow")
+    if broker.startswith("rabbitmq"):
+        drawn = [message for message in drawn if message.amqp_ready]
+    elif broker == "sqs":
+        drawn = [message for message in drawn if message.sqs_ready]
+    return drawn[:BAD_PER_BROKER]
+
+
+def put(project: Project, broker: str, lane: str, messages: list[Hostile]) -> None:
+    queue = f"{project.env['QUEUE_NAMESPACE']}.{lane}"
+    url = project.env["BROKER_URL"]
+    if broker == "redis":
+        put_on_redis(url, queue, messages)
+    elif broker.startswith("rabbitmq"):
+        put_on_rabbitmq(url, queue, messages)
+    else:
+        client = sqs_client(url)
+        queue_url = client.get_queue_url(QueueName=queue.replace(".", "-"))["QueueUrl"]
+        put_on_sqs(client, queue_url, queue, messages)
+
+
+def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
+    project: Project, broker: str, folder: Path
+) -> None:
+    bad = bad_messages(broker)
+    assert len(bad) == BAD_PER_BROKER
+    healthy: list[str] = []
+    chunk = len(bad) // ROUNDS + 1
+    with project.worker("--concurrency", "2") as worker:
+        for number in range(ROUNDS):
+            lane = LANES[number % 2]
+            put(project, broker, lane, bad[number * chunk : (number + 1) * chunk])
+            tokens = [f"healthy-{number}-{i}" for i in range(HEALTHY_PER_ROUND)]
+            dispatch(project, "slow", *[[str(folder), token, 0] for token in tokens], lane=lane)
+            healthy += tokens
+        wait_for(
+            lambda: all(runs(folder, token, "done") for token in healthy),
+            90,
+            f"the healthy jobs\n{worker.log()[-3000:]}",
+        )
+        seen: list[dict] = []
+
+        def all_dead_lettered() -> list[dict] | None:
+            seen[:] = dead_letters(project)
+            return seen if len(seen) >= len(bad) else None
+
+        try:
+            letters = wait_for(all_dead_lettered, 90, f"{len(bad)} dead letters")
+        except AssertionError:
+            missing = [m for m in bad if not any(found_in(x, m.token) for x in seen)]
+            about = [
+                line for line in worker.log().splitlines() if any(m.token in line for m in missing)
+            ]
+            raise AssertionError(
+                f"not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
+                + "\n".join(about)[-5000:]
+                + f"\n{len(seen)} listed; queues: {queue_depths(project, broker)}"
+                + f"\nthe worker's log ends:\n{worker.log()[-3000:]}"
+            ) from None
+        assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
+        log = worker.log()
+    assert "Unrecoverable error" not in log
+    assert "Traceback" not in log, log[log.index("Traceback") - 2000 :][:6000]
+    # One connection for the whole run: the consumer never restarted.
+    assert log.count("Connected to ") == 1, log[-4000:]
+    assert [runs(folder, token, "done") for token in healthy] == [1] * len(healthy)
+
+    assert len(letters) == len(bad)
+    for message in bad:
+        matches = [letter for letter in letters if found_in(letter, message.token)]
+        assert len(matches) == 1, (message.kind, message.token, len(matches))
+        assert matches[0]["reason"] == message.reason, (message.kind, matches[0]["exception"])
+        assert matches[0]["lane"] in LANES
+
+    listed = project.run("dlq", "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == len(bad)
+    assert not CONTROL.search(listed.stdout)
+    assert max(len(line) for line in lines) < 400
+
+
+def test_an_unrecoverable_error_in_the_worker_exits_non_zero(
+    render, redis_url: str, tmp_path: Path
+) -> None:
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace("hm"),
+    )
+    # A consumer that cannot start: Celery logs "Unrecoverable error" and stops.
+    code = (
+        "import sys\n"
+        f"from {PACKAGE}.core import consumer\n"
+        "def broken(self, *args, **kwargs):\n"
+        "    raise RuntimeError('the consumer cannot start')\n"
+        "consumer.DeadLetterConsumer.create_task_handler = broken\n"
+        f"from {PACKAGE}.core.cli import main\n"
+        "sys.argv = ['billing', 'queue', 'work', '--pool', 'solo']\n"
+        "main()\n"
+    )
+    done = proj.python(code, timeout=60)
+    assert "Unrecoverable error" in done.stderr, done.stderr[-3000:]
+    assert done.returncode != 0
+
+
+@pytest.fixture
+def old_and_new(render, redis_url: str, tmp_path: Path) -> Iterator[tuple[Project, Project]]:
+    """Two deployments of one project on one namespace: the new one has more jobs."""
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    env = {"BROKER_URL": redis_url, "QUEUE_NAMESPACE": unique_namespace("hm")}
+    old = Project.copy_of(rendered, tmp_path / "old", PACKAGE, **env)
+    new = Project.copy_of(rendered, tmp_path / "new", PACKAGE, **env)
+    add_fault_jobs(new)
+    yield old, new
+    remove_namespace(old, "redis", env["QUEUE_NAMESPACE"])
+
+
+def test_a_new_job_reaching_an_old_worker_waits_for_a_worker_that_has_it(
+    old_and_new: tuple[Project, Project], folder: Path
+) -> None:
+    old, new = old_and_new
+    with old.worker("--concurrency", "1", name="old", UNKNOWN_TASK_GRACE="120") as stale:
+        dispatch(new, "slow", [str(folder), "fresh", 0])
+        wait_for(lambda: "Unknown job" in stale.log(), 30, "the old worker to hold it back")
+        with new.worker("--concurrency", "1", name="new"):
+            wait_for(lambda: runs(folder, "fresh", "done"), 90, "the new worker to run it")
+        log = stale.log()
+    assert runs(folder, "fresh", "done") == 1
+    assert dead_letters(old) == []
+    assert "Dead-lettered" not in log
+
+
+def test_a_job_no_worker_has_is_dead_lettered_after_the_grace(
+    old_and_new: tuple[Project, Project], folder: Path
+) -> None:
+    old, new = old_and_new
+    with old.worker("--concurrency", "1", name="old", UNKNOWN_TASK_GRACE="3") as stale:
+        [task_id] = dispatch(new, "slow", [str(folder), "fresh", 0])
+        letters = wait_for(lambda: dead_letters(old), 30, "the unknown-task dead letter")
+        assert "back on its lane" in stale.log()
+    assert [(x["id"], x["reason"]) for x in letters] == [(task_id, "unknown-task")]
+    assert "UNKNOWN_TASK_GRACE=3" in letters[0]["exception"]
+    old.run("dlq", "purge", "--yes")
+
+
+def test_a_message_cannot_raise_its_time_limit(render, redis_url: str, tmp_path: Path) -> None:
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    ns = unique_namespace("hm")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=ns,
+    )
+    add_fault_jobs(proj)
+    folder = tmp_path / "done"
+    folder.mkdir()
+    try:
+        with proj.worker("--concurrency", "1"):
+            # `overruns` has limits of 1 s and 2 s and outlives its soft one by 30 s.
+            # Its producer asks for more: timelimit [1000, 900] in the headers.
+            sent = proj.python(
+                f"from {PACKAGE}.jobs.faults import overruns\n"
+                f"r = overruns.apply_async(({str(folder)!r}, 'greedy'), time_limit=1000,"
+                " soft_time_limit=900)\n"
+                "print(r.id)\n"
+            )
+            assert sent.returncode == 0, sent.stderr
+            started = time.monotonic()
+            letters = wait_for(lambda: dead_letters(proj), 30, "the time-limit dead letter")
+            elapsed = time.monotonic() - started
+        assert [x["reason"] for x in letters] == ["time-limit"]
+        assert letters[0]["headers"]["timelimit"] == [1000, 900]
+        assert elapsed < 15 and runs(folder, "greedy", "attempt") == 1
+    finally:
+        remove_namespace(proj, "redis", ns)
