@@ -12,6 +12,7 @@ import typer
 
 from . import project
 from .dlq_cli import dlq_app
+from .doctor import doctor
 from .errors import ProjectError
 from .make_cli import make_cron, make_job
 from .provision_cli import queue_provision
@@ -31,6 +32,7 @@ app.add_typer(dlq_app, name="dlq")
 app.command("make:job")(make_job)
 app.command("make:cron")(make_cron)
 app.add_typer(schedule_app, name="schedule")
+app.command("doctor")(doctor)
 
 log = logging.getLogger(__name__)
 

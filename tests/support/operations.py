@@ -1,0 +1,88 @@
+"""Projects on Redis or RabbitMQ for the operations tests, and what they leave on the broker."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from support.faults import rabbitmq_lock
+from support.projects import Project, unique_namespace
+
+PACKAGE = "billing"
+LANES = ("critical", "default", "batch")
+BROKER_FIXTURES = {"redis": "redis_url", "rabbitmq": "rabbitmq_url"}
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def ops_project(
+    broker: str,
+    request: pytest.FixtureRequest,
+    render: Callable[..., Path],
+    tmp_path: Path,
+    **env: str,
+) -> Iterator[Project]:
+    """A copy of the project rendered for `broker`, on its own namespace; cleaned up after."""
+    broker_url = request.getfixturevalue(BROKER_FIXTURES[broker])
+    redis_url = request.getfixturevalue("redis_url")
+    rendered = render(broker=broker, result_backend="none", queue_namespace="billing")
+    namespace = unique_namespace("op")
+    proj = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=broker_url,
+        LOCK_URL=redis_url,
+        QUEUE_NAMESPACE=namespace,
+        **env,
+    )
+    proj.add_probe_job()
+    lock = rabbitmq_lock(exclusive=False) if broker == "rabbitmq" else contextlib.nullcontext()
+    with lock:
+        try:
+            yield proj
+        finally:
+            if broker == "rabbitmq":
+                delete_rabbitmq_names(broker_url, namespace)
+            else:
+                delete_redis_keys(redis_url, namespace)
+
+
+def delete_redis_keys(url: str, namespace: str) -> None:
+    """Every key under the namespace (lanes, dead letters, unacked, holders)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{namespace}.*", count=500))
+        keys += list(client.scan_iter(match=f"*{namespace}.*", count=500))
+        if keys:
+            client.delete(*set(keys))
+    finally:
+        client.close()
+
+
+def delete_rabbitmq_names(url: str, namespace: str) -> None:
+    """The lanes, dead-letter queues and exchanges a worker of the namespace declared."""
+    from kombu import Connection
+
+    queues = [f"{namespace}.{lane}" for lane in LANES]
+    queues += [f"{namespace}.{lane}.dlq" for lane in LANES]
+    exchanges = [*queues, f"{namespace}.celery.pidbox", f"{namespace}.celeryev"]
+    with Connection(url) as connection:
+        for name in queues:
+            with contextlib.suppress(Exception):
+                connection.channel().queue_delete(name)
+        for name in exchanges:
+            with contextlib.suppress(Exception):
+                connection.channel().exchange_delete(name)
