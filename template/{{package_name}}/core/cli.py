@@ -112,6 +112,10 @@ def queue_work(
     if choice.note:
         logging.getLogger(project.PACKAGE).warning(choice.note)
         typer.echo(choice.note, err=True)
+    if settings.metrics_port:
+        from .metrics import install_worker_metrics
+
+        install_worker_metrics(settings, lanes, argv[argv.index("--hostname") + 1])
     celery_app.worker_main(argv)
 
 

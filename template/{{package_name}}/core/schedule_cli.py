@@ -22,9 +22,15 @@ def schedule_work(
     from .scheduler import TICK_INTERVAL, LeaderScheduler
     from .settings import get_settings
 
+    settings = get_settings()
+    scheduler = LeaderScheduler
+    if settings.metrics_port:
+        from .metrics import measured_scheduler
+
+        scheduler = measured_scheduler(LeaderScheduler, settings.metrics_port)
     app.Beat(
-        scheduler=LeaderScheduler,
-        loglevel=loglevel or get_settings().log_level,
+        scheduler=scheduler,
+        loglevel=loglevel or settings.log_level,
         max_interval=TICK_INTERVAL,
         pidfile=str(pidfile) if pidfile else None,
         quiet=True,

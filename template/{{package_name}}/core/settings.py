@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     sqs_region: str = project.SQS_REGION
     # None: plain HTTP only for a local endpoint (127.0.0.1 or localhost in BROKER_URL).
     sqs_is_secure: bool | None = None
+    # Prometheus metrics of `queue work` / `schedule work` on this port; 0 = off.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
 
     @property
     def effective_broker_url(self) -> str:
