@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from support.faults import rabbitmq_lock
-from support.projects import Project, unique_namespace
+from support.projects import Project, terminate, unique_namespace
 
 PACKAGE = "billing"
 LANES = ("critical", "default", "batch")
@@ -86,3 +89,31 @@ def delete_rabbitmq_names(url: str, namespace: str) -> None:
         for name in exchanges:
             with contextlib.suppress(Exception):
                 connection.channel().exchange_delete(name)
+
+
+class Process:
+    """A long-running command of the project (monitor, scheduler), ended by its PID."""
+
+    def __init__(self, project: Project, *args: str, **env: str) -> None:
+        self.logfile = project.root / f"{args[0]}-{uuid.uuid4().hex[:8]}.log"
+        with self.logfile.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", project.package, *args],
+                cwd=project.root,
+                env={**project.env, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def log(self) -> str:
+        return self.logfile.read_text(errors="replace")
+
+    def stop(self, timeout: float = 20) -> int | None:
+        """SIGTERM by PID; SIGKILL if it does not end in time. Returns the exit code."""
+        return terminate(self.process, timeout)
+
+    def __enter__(self) -> Process:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

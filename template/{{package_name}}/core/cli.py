@@ -15,6 +15,7 @@ from .dlq_cli import dlq_app
 from .doctor import doctor
 from .errors import ProjectError
 from .make_cli import make_cron, make_job
+from .monitor import monitor
 from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
 
@@ -33,6 +34,7 @@ app.command("make:job")(make_job)
 app.command("make:cron")(make_cron)
 app.add_typer(schedule_app, name="schedule")
 app.command("doctor")(doctor)
+app.command("monitor")(monitor)
 
 log = logging.getLogger(__name__)
 

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     sqs_is_secure: bool | None = None
     # Prometheus metrics of `queue work` / `schedule work` on this port; 0 = off.
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    # `monitor` (Flower): user:password, several separated by commas; empty = loopback only.
+    monitor_basic_auth: str = ""
 
     @property
     def effective_broker_url(self) -> str:
