@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from support.faults import add_fault_jobs, dispatch, wait_for
-from support.operations import free_port, ops_project
+from support.operations import free_port, ops_project, scrape, value
 from support.projects import Project, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -21,23 +19,6 @@ def project(request, render, tmp_path: Path) -> Iterator[Project]:
     with ops_project(request.param, request, render, tmp_path) as proj:
         add_fault_jobs(proj)
         yield proj
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    """Every sample of /metrics, keyed by name and labels."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-        text = answer.read().decode()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(samples: dict, metric: str, **labels: str) -> float:
-    """The sum of the samples of `metric` whose labels include `labels`."""
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == metric and wanted <= ls)
 
 
 def test_counters_histograms_and_depths_move_while_jobs_flow(

@@ -6,11 +6,13 @@ import contextlib
 import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from support.faults import rabbitmq_lock
 from support.projects import Project, terminate, unique_namespace
@@ -59,6 +61,23 @@ def ops_project(
                 delete_rabbitmq_names(broker_url, namespace)
             else:
                 delete_redis_keys(redis_url, namespace)
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset], float]:
+    """Every sample of /metrics, keyed by name and labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: dict, metric: str, **labels: str) -> float:
+    """The sum of the samples of `metric` whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == metric and wanted <= ls)
 
 
 def delete_redis_keys(url: str, namespace: str) -> None:
