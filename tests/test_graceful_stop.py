@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import add_fault_jobs, dispatch, runs, wait_for
+from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for
 from support.operations import free_port, ops_project, scrape, value
 from support.projects import Project, wait_for_files
 from support.scheduling import SchedulerProcess
@@ -94,3 +94,29 @@ def test_a_terminated_scheduler_hands_leadership_to_the_standby_at_once(
     # The lock lives LEADER_TTL (20 s) when its holder dies; released, it is taken at
     # the standby's next tick (every 2 s).
     assert took < 10, f"the standby took {took:.1f} s to lead"
+
+
+def test_a_job_past_its_time_limit_does_not_hold_the_stop_and_is_dead_lettered(
+    project: Project, folder: Path
+) -> None:
+    worker = project.worker("--queue", "default", "--concurrency", "1", name="overrun").start()
+    try:
+        [overrun] = dispatch(project, "overruns", [str(folder), "late"])
+        wait_for(lambda: runs(folder, "late", "attempt") == 1, 30, "the overrunning job")
+        stopped_at = time.monotonic()
+        terminate_by_pidfile(worker.pidfile)
+        assert worker.process is not None
+        worker.process.wait(30)
+        took = time.monotonic() - stopped_at
+    finally:
+        worker.stop()
+    # Its hard limit is 2 s: the stop waited for that, not for the 30 s it would sleep.
+    assert took < 15, f"the stop took {took:.1f} s"
+    # Not lost: dead-lettered for its time limit. During a warm shutdown the pool may
+    # signal the soft limit again, which this job's handler does not catch: then the
+    # letter says "failed" with SoftTimeLimitExceeded.
+    [letter] = dead_letters(project)
+    assert letter["id"] == overrun
+    assert letter["reason"] == "time-limit" or (
+        letter["reason"] == "failed" and "TimeLimitExceeded" in letter["exception"]
+    ), letter
