@@ -35,6 +35,12 @@ def test_counters_histograms_and_depths_move_while_jobs_flow(
 
         # No worker consumes batch: its jobs wait there, and the depth says so.
         project.dispatch_probes(folder, [f"waiting-{i}" for i in range(3)], lane="batch")
+        # Redis keeps a message of priority 9 in a sub-list of its own: it counts too.
+        urgent = project.python(
+            "from billing.jobs.probe import ProbeJob\n"
+            f"ProbeJob.dispatch_with(args=[{str(folder)!r}, 'urgent'], lane='batch', priority=9)\n"
+        )
+        assert urgent.returncode == 0, urgent.stderr
         project.dispatch_probes(folder, [f"ran-{i}" for i in range(6)])
         wait_for_files(folder, [f"ran-{i}" for i in range(6)])
         [pill] = dispatch(project, "always_fails", [str(folder), "pill"])
@@ -63,7 +69,7 @@ def test_counters_histograms_and_depths_move_while_jobs_flow(
     assert value(samples, "celery_task_dead_lettered_total", reason="failed", lane="default") == 1
     assert value(samples, "celery_task_runtime_seconds_count", name=probe) == 6
     assert value(samples, "celery_task_queue_wait_seconds_count", name=probe) == 6
-    assert value(samples, "celery_queue_length", queue_name=batch, lane="batch") == 3
+    assert value(samples, "celery_queue_length", queue_name=batch, lane="batch") == 4
     assert value(samples, "celery_queue_length", queue_name=default) == 0
     assert value(samples, "celery_dead_letter_queue_length", queue_name=f"{default}.dlq") == 1
     assert pill
