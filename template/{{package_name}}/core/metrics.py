@@ -45,10 +45,11 @@ def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
         headers[SENT_AT_HEADER] = time.time()
 
 
-def prepare_multiprocess_dir() -> Path:
-    """The worker's metrics folder, empty: PROMETHEUS_MULTIPROC_DIR or a fresh temporary one.
+def prepare_multiprocess_dir() -> tuple[Path, bool]:
+    """The worker's metrics folder, empty, and whether the worker made it (and removes it).
 
-    Files left by an earlier run would add its counts to this one's.
+    PROMETHEUS_MULTIPROC_DIR when set, emptied: files left by an earlier run
+    would add its counts to this one's. Otherwise a fresh temporary folder.
     """
     configured = os.environ.get(MULTIPROC_ENV)
     if configured:
@@ -58,9 +59,8 @@ def prepare_multiprocess_dir() -> Path:
             stale.unlink()
     else:
         folder = Path(tempfile.mkdtemp(prefix=f"{project.PACKAGE}-metrics-"))
-        os.environ[f"{project.PACKAGE.upper()}_METRICS_DIR_OWNED"] = "1"
     os.environ[MULTIPROC_ENV] = str(folder)
-    return folder
+    return folder, not configured
 
 
 def _define() -> dict[str, Any]:
@@ -259,7 +259,7 @@ def install_worker_metrics(settings: Settings, lanes: list[str], hostname: str) 
 
     from .signals import dead_lettered, duplicate_skipped
 
-    folder = prepare_multiprocess_dir()
+    folder, owned = prepare_multiprocess_dir()
     for signal, handler in (
         (signals.task_prerun, _on_prerun),
         (signals.task_postrun, _on_postrun),
@@ -282,7 +282,7 @@ def install_worker_metrics(settings: Settings, lanes: list[str], hostname: str) 
         serve(settings.metrics_port, registry, "worker")
 
     def clean_up(**_: Any) -> None:
-        if os.environ.pop(f"{project.PACKAGE.upper()}_METRICS_DIR_OWNED", None):
+        if owned:
             shutil.rmtree(folder, ignore_errors=True)
 
     signals.worker_ready.connect(start, weak=False)
