@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from celery import Celery, signals
@@ -15,20 +16,45 @@ from .queues import qualified_queue
 from .settings import Settings, get_settings
 
 
+class ProjectApp(Celery):
+    """A Celery app that keeps the Settings it was built from.
+
+    Everything the core names or decides for a job (its queue, dead-letter queue,
+    locks, idempotency keys, delivery counters) reads them here, from the job's
+    own app, so two apps in one process never mix their namespaces.
+    """
+
+    def __init__(self, *args: Any, settings: Settings, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = settings
+
+    def __reduce_keys__(self) -> dict[str, Any]:
+        return {**super().__reduce_keys__(), "settings": self.settings}
+
+
 def route_by_lane(
-    name: str, args: Any, kwargs: Any, options: dict[str, Any], task: Any = None, **_: Any
+    name: str,
+    args: Any,
+    kwargs: Any,
+    options: dict[str, Any],
+    task: Any = None,
+    *,
+    namespace: str,
+    **_: Any,
 ) -> dict[str, str] | None:
-    """Send a job to the namespaced queue of its lane."""
+    """Send a job to its lane's queue under `namespace`."""
     lane = getattr(task, "lane", None)
-    return {"queue": qualified_queue(lane)} if lane else None
+    return {"queue": qualified_queue(lane, namespace)} if lane else None
 
 
-def create_app(settings: Settings | None = None) -> Celery:
+def create_app(settings: Settings | None = None) -> ProjectApp:
     """Build the Celery app from settings; jobs and crons are discovered, not listed."""
     settings = settings or get_settings()
-    celery_app = Celery(project.PACKAGE)
+    celery_app = ProjectApp(project.PACKAGE, settings=settings)
     celery_app.config_from_object(build_config(settings))
-    celery_app.conf.task_routes = (route_by_lane,)
+    celery_app.conf.task_routes = (
+        functools.partial(route_by_lane, namespace=settings.queue_namespace),
+    )
     celery_app.conf.include = job_modules()
     return celery_app
 

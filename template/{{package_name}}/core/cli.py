@@ -14,7 +14,7 @@ from . import project
 from .dlq_cli import dlq_app
 from .doctor import doctor
 from .errors import ProjectError
-from .make_cli import make_cron, make_job
+from .make_cli import COMMANDS as MAKE_COMMANDS
 from .monitor import monitor
 from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
@@ -30,8 +30,8 @@ queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_
 app.add_typer(queue_app, name="queue")
 queue_app.command("provision")(queue_provision)
 app.add_typer(dlq_app, name="dlq")
-app.command("make:job")(make_job)
-app.command("make:cron")(make_cron)
+for spelling, command in MAKE_COMMANDS.items():
+    app.command(spelling)(command)
 app.add_typer(schedule_app, name="schedule")
 app.command("doctor")(doctor)
 app.command("monitor")(monitor)
@@ -100,8 +100,16 @@ def queue_work(
             err=True,
         )
 
-    from .celery_app import app as celery_app
+    if settings.metrics_port:
+        # Before any job module is imported: one that imports prometheus_client
+        # must find the multiprocess folder already set.
+        from .metrics import install_worker_metrics
 
+        install_worker_metrics(settings, lanes)
+    from .celery_app import app as celery_app
+    from .discovery import import_jobs
+
+    import_jobs()  # a module that cannot be imported stops the start, with its error
     argv = worker_argv(
         lanes=lanes,
         loglevel=loglevel or settings.log_level,
@@ -110,14 +118,11 @@ def queue_work(
         prefetch=prefetch,
         pidfile=pidfile,
         hostname=hostname,
+        namespace=settings.queue_namespace,
     )
     if choice.note:
         logging.getLogger(project.PACKAGE).warning(choice.note)
         typer.echo(choice.note, err=True)
-    if settings.metrics_port:
-        from .metrics import install_worker_metrics
-
-        install_worker_metrics(settings, lanes, argv[argv.index("--hostname") + 1])
     celery_app.worker_main(argv)
 
 
@@ -170,10 +175,13 @@ def queue_dispatch(
 def queue_lanes() -> None:
     """List the lanes and the queues they map to under QUEUE_NAMESPACE."""
     from .queues import dead_letter_queue, qualified_queue
+    from .settings import get_settings
 
+    namespace = get_settings().queue_namespace
     for lane in project.LANES:
         typer.echo(
-            f"{lane:<12} queue={qualified_queue(lane)}  dead-letter={dead_letter_queue(lane)}"
+            f"{lane:<12} queue={qualified_queue(lane, namespace)}  "
+            f"dead-letter={dead_letter_queue(lane, namespace)}"
         )
 
 

@@ -32,3 +32,15 @@ class UnknownLaneError(ProjectError):
             f"Unknown lane {lane!r}. The project's lanes are: {', '.join(lanes)}. "
             "Lanes are set by the 'lanes' answer of the template (see .copier-answers.yml)."
         )
+
+
+class JobImportError(ProjectError):
+    """A job or cron module cannot be imported, so no worker or scheduler may start."""
+
+    def __init__(self, *, module: str, error: BaseException) -> None:
+        self.module = module
+        super().__init__(
+            f"Cannot import {module}: {type(error).__name__}: {error}. "
+            "Workers and the scheduler start only when every job and cron module imports; "
+            f"fix {module} (or remove it) and start again."
+        )

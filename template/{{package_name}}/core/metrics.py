@@ -37,6 +37,8 @@ SENT_AT_HEADER = "sent_at"
 
 _metrics: dict[str, Any] = {}
 _started: dict[str, float] = {}
+# The namespace of the worker's app, set when metrics are installed.
+_worker: dict[str, str] = {"namespace": ""}
 
 
 def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
@@ -104,7 +106,7 @@ def _define() -> dict[str, Any]:
 def _labels(task: Any) -> dict[str, str]:
     request = getattr(task, "request", None)
     routing_key = ((getattr(request, "delivery_info", None) or {}).get("routing_key")) or ""
-    lane = lane_of_queue(routing_key) or getattr(task, "lane", "") or ""
+    lane = lane_of_queue(routing_key, _worker["namespace"]) or getattr(task, "lane", "") or ""
     return {"name": getattr(task, "name", "") or "", "lane": lane, "queue_name": routing_key}
 
 
@@ -152,7 +154,7 @@ def _on_dead_lettered(letter: Any = None, **_: Any) -> None:
     _define()["dead_lettered"].labels(
         name=getattr(letter, "task_name", None) or "",
         lane=lane,
-        queue_name=qualified_queue(lane) if lane else "",
+        queue_name=qualified_queue(lane, _worker["namespace"]) if lane else "",
         reason=getattr(letter, "reason", ""),
     ).inc()
 
@@ -250,7 +252,7 @@ def serve(port: int, registry: Any, what: str) -> bool:
     return True
 
 
-def install_worker_metrics(settings: Settings, lanes: list[str], hostname: str) -> None:
+def install_worker_metrics(settings: Settings, lanes: list[str]) -> None:
     """Count jobs in every pool process and serve them from the main one once it is ready.
 
     Called by `queue work` before the worker (and its pool) starts.
@@ -260,6 +262,7 @@ def install_worker_metrics(settings: Settings, lanes: list[str], hostname: str) 
     from .signals import dead_lettered, duplicate_skipped
 
     folder, owned = prepare_multiprocess_dir()
+    _worker["namespace"] = settings.queue_namespace
     for signal, handler in (
         (signals.task_prerun, _on_prerun),
         (signals.task_postrun, _on_postrun),
@@ -277,7 +280,7 @@ def install_worker_metrics(settings: Settings, lanes: list[str], hostname: str) 
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=str(folder))
-        node = getattr(sender, "hostname", None) or hostname
+        node = getattr(sender, "hostname", None) or ""
         registry.register(BrokerCollector(settings, lanes, node))
         serve(settings.metrics_port, registry, "worker")
 
@@ -324,7 +327,7 @@ def measured_scheduler(base: type, port: int) -> type:
 
         def tick(self, *args: Any, **kwargs: Any) -> float:
             delay = super().tick(*args, **kwargs)
-            self.metrics.ticked(bool(getattr(self.leader, "held", False)))
+            self.metrics.ticked(bool(self.leading))
             return delay
 
         def close(self) -> None:

@@ -14,7 +14,12 @@ RESERVED_NAMES = frozenset(
     {"core", "jobs", "crons", "tests", "test", "celery", "kombu", "redis", "typer", "stubs"}
 )
 SUFFIXES = {"job": "Job", "cron": "Cron"}
-_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
+_LANE = re.compile(r"[a-z][a-z0-9_-]*")
+LANE_RULE = (
+    "a lane starts with a lowercase letter, holds only lowercase letters, digits, '_' and '-', "
+    "and is not 'dlq' nor ends in '-dlq' (reserved for dead letters)"
+)
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -64,6 +69,11 @@ class GeneratedName:
         ]
 
 
+def is_valid_lane(name: str) -> bool:
+    """Whether `name` may be a lane (see LANE_RULE); the whole string must match."""
+    return bool(_LANE.fullmatch(name)) and name != "dlq" and not name.endswith("-dlq")
+
+
 def snake_case(word: str) -> str:
     """`SendInvoice`, `send-invoice`, `send invoice` and `send_invoice` give `send_invoice`."""
     spaced = _CAMEL_BOUNDARY.sub("_", word.strip())
@@ -104,7 +114,7 @@ def normalize_name(raw: str, kind: str = "job") -> GeneratedName:
 
 def check_segment(original: str, segment: str) -> None:
     """Refuse a segment that is not a lowercase identifier, a keyword or a reserved name."""
-    if not _IDENTIFIER.match(segment):
+    if not _IDENTIFIER.fullmatch(segment):
         raise InvalidNameError(
             f"{original!r} does not give a valid module name ({segment!r}): start with a letter, "
             "then use letters, digits, '_' or '-'"
