@@ -21,6 +21,8 @@ from .settings import Settings
 # named `<queue><SEP><N>`, one list per step.
 REDIS_PRIORITY_SEP = "\x06\x16"
 REDIS_PRIORITY_STEPS = (0, 3, 6, 9)
+# The reply code of a passive declare of a queue that does not exist.
+AMQP_NOT_FOUND = 404
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,6 @@ def _amqp_connection(settings: Settings) -> Iterator[Any]:
 
 
 def _amqp_depths(settings: Settings) -> list[QueueDepth]:
-    from amqp.exceptions import NotFound
-
     depths = []
     with _amqp_connection(settings) as connection:
         for lane, name, dead in lane_queue_names(settings):
@@ -102,7 +102,9 @@ def _amqp_depths(settings: Settings) -> list[QueueDepth]:
             try:
                 _, messages, consumers = channel.queue_declare(queue=name, passive=True)
                 depths.append(QueueDepth(lane, name, dead, int(messages), int(consumers)))
-            except NotFound:
+            except connection.channel_errors as exc:
+                if getattr(exc, "code", None) != AMQP_NOT_FOUND:
+                    raise
                 depths.append(QueueDepth(lane, name, dead, None))
             finally:
                 # The broker may have closed it already.
