@@ -80,6 +80,21 @@ def value(samples: dict, metric: str, **labels: str) -> float:
     return sum(v for (n, ls), v in samples.items() if n == metric and wanted <= ls)
 
 
+def lane_depth(project: Project, lane: str) -> int | None:
+    """Messages waiting on a lane's queue, as the project's depth module reads them."""
+    code = (
+        f"from {project.package}.core.depth import queue_depths\n"
+        f"from {project.package}.core.settings import get_settings\n"
+        "for d in queue_depths(get_settings()):\n"
+        f"    if d.lane == {lane!r} and not d.dead_letter:\n"
+        "        print(d.messages)\n"
+    )
+    done = project.python(code)
+    assert done.returncode == 0, done.stderr
+    value = done.stdout.strip().splitlines()[-1]
+    return None if value == "None" else int(value)
+
+
 def delete_redis_keys(url: str, namespace: str) -> None:
     """Every key under the namespace (lanes, dead letters, unacked, holders)."""
     import redis
