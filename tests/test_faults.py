@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.brokers import IN_CI, RABBITMQ_URL, REDIS_URL, require_broker
+from support.brokers import IN_CI, RABBITMQ_URL, REDIS_URL, require_broker, require_broker_restarts
 from support.faults import add_fault_jobs, child_pids, dispatch, kill_worker_outright, rabbitmq_lock
 from support.faults import runs as runs_of
 from support.projects import Project, unique_namespace, wait_for_files
@@ -116,6 +116,7 @@ def rabbitmqctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
 def test_rabbitmq_restarted_with_jobs_queued_keeps_them_and_the_worker_reconnects(
     render, tmp_path: Path, folder: Path
 ) -> None:
+    require_broker_restarts()  # it restarts the shared RabbitMQ
     url = require_broker("rabbitmq", RABBITMQ_URL)
     can_restart = shutil.which("rabbitmqctl") and rabbitmqctl("status", timeout=30).returncode == 0
     if not can_restart:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,40 @@ def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
     assert len(letters) == 1, log[-4000:]
     assert letters[0]["reason"] == "refused"
     assert letters[0]["content_type"] == "application/x-python-serialize"
+
+
+LETTERS = int(os.environ.get("WORKERGEN_TEST_SQS_LETTERS", "400"))
+
+
+def test_dlq_list_and_purge_finish_on_thousands_of_letters(project: Project, sqs_url: str) -> None:
+    provision(project)
+    client = sqs_client(sqs_url)
+    url = client.get_queue_url(QueueName=f"{namespace(project)}-default-dlq")["QueueUrl"]
+    # A 5 s visibility timeout: a pass longer than that used to meet its letters again.
+    client.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "5"})
+    for start in range(0, LETTERS, 10):
+        entries = [
+            {
+                "Id": str(n),
+                "MessageBody": json.dumps(
+                    {"body": "[[], {}, {}]", "headers": {"id": f"l-{n}", "task": "billing.probe"}}
+                ),
+            }
+            for n in range(start, start + 10)
+        ]
+        assert not client.send_message_batch(QueueUrl=url, Entries=entries).get("Failed")
+
+    started = time.monotonic()
+    listed = project.run("dlq", "list", "--json", "--lane", "default", timeout=240)
+    listing = time.monotonic() - started
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    ids = [json.loads(line)["id"] for line in listed.stdout.splitlines() if line.strip()]
+    assert sorted(ids) == sorted(f"l-{n}" for n in range(LETTERS))
+    # Released at the end of the pass: a second listing sees them all again.
+    assert len(dead_letters(project, "--lane", "default")) == LETTERS
+
+    purged = project.run("dlq", "purge", "--yes", timeout=240)
+    assert purged.returncode == 0, purged.stdout + purged.stderr
+    assert f"purged {LETTERS} dead letter(s)" in purged.stdout
+    assert dead_letters(project) == []
+    print(f"\n[sqs] dlq list of {LETTERS} letters: {listing:.1f} s")

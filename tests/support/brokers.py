@@ -11,8 +11,12 @@ import pytest
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
-REDIS_URL = os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+# A database of its own, so the suite's keys never mix with db 0's.
+REDIS_URL = os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 RABBITMQ_URL = os.environ.get("WORKERGEN_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+# Tests that stop, kill or restart a broker run under CI=true, or when asked for.
+BROKER_RESTARTS = IN_CI or os.environ.get("WORKERGEN_TEST_BROKER_RESTARTS", "") == "1"
 
 START_HINTS = {
     "redis": "start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ''",
@@ -46,3 +50,11 @@ def require_broker(name: str, url: str) -> str:
     if IN_CI:
         pytest.fail(f"CI=true requires every broker: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_broker_restarts() -> None:
+    """Skip a test that restarts or kills a broker unless CI=true or the opt-in is set."""
+    if not BROKER_RESTARTS:
+        pytest.skip(
+            "restarts a broker: runs under CI=true or with WORKERGEN_TEST_BROKER_RESTARTS=1"
+        )

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from support.brokers import REDIS_URL
+
 PROBE_JOB = '''"""A job that leaves a file behind, so tests can see it ran and where."""
 
 import os
@@ -43,6 +45,8 @@ class Project:
             "PYTHONPATH": str(root),
             "LOG_FORMAT": "text",
             "LOG_EVERY_JOB": "true",
+            # Locks in the suite's own Redis database, not the local db 0 fallback.
+            "LOCK_URL": REDIS_URL,
             **env,
         }
 
@@ -194,6 +198,12 @@ def wait_for_files(folder: Path, names: Iterable[str], timeout: float = 60) -> d
     raise AssertionError(f"jobs did not run within {timeout} s; missing: {missing}")
 
 
+# Every namespace this test process handed out; the session deletes their queues and keys.
+CREATED_NAMESPACES: list[str] = []
+
+
 def unique_namespace(prefix: str = "t") -> str:
     """A namespace no other test (or earlier run) uses."""
-    return f"{prefix}{uuid.uuid4().hex[:10]}"
+    namespace = f"{prefix}{uuid.uuid4().hex[:10]}"
+    CREATED_NAMESPACES.append(namespace)
+    return namespace

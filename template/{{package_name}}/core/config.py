@@ -127,9 +127,14 @@ def recovery_options(settings: Settings) -> dict[str, Any]:
 
 
 def broker_transport(settings: Settings) -> str | None:
-    """Redis runs on the project's transport, which restores a dead worker's messages."""
+    """The project's own transports.
+
+    Redis: restores a dead worker's messages. SQS: names queues one-to-one.
+    """
     if urlsplit(settings.effective_broker_url).scheme in ("redis", "rediss"):
         return f"{project.PACKAGE}.core.recovery:Transport"
+    if settings.broker_kind == "sqs":
+        return f"{project.PACKAGE}.core.sqs_transport:Transport"
     return None
 
 
@@ -184,6 +189,26 @@ def build_config(settings: Settings) -> dict[str, Any]:
         "result_backend": backend,
         "result_expires": 3600 if backend else None,
         "task_ignore_result": backend is None,
+        **result_backend_retries(backend),
+    }
+
+
+def result_backend_retries(backend: str | None) -> dict[str, Any]:
+    """How long the result backend is retried.
+
+    A dispatch first subscribes to its result: with the backend down it gives
+    up as soon as a publish to a dead broker does (PUBLISH_RETRY_POLICY), not
+    after Celery's twenty retries. A worker storing a result keeps retrying
+    for longer, with backoff, so a short outage loses no result.
+    """
+    if not backend:
+        return {}
+    return {
+        "redis_socket_connect_timeout": 2,
+        "result_backend_transport_options": {"retry_policy": PUBLISH_RETRY_POLICY},
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": 10,
+        "result_backend_max_sleep_between_retries_ms": 5000,
     }
 
 

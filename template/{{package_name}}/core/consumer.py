@@ -3,6 +3,9 @@
 Celery's own consumer acknowledges a message it cannot decode (dropping it) and
 rejects refused content or an unknown task without requeue (dropping it on
 Redis). This one keeps every such message as a dead letter instead.
+
+On quorum lanes it also binds Celery's shared delayed-delivery exchange to this
+project's queues only (see `LaneDelayedDelivery`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ import logging
 from typing import Any
 
 from celery.worker.consumer import Consumer
+from celery.worker.consumer.delayed_delivery import DelayedDelivery
+from kombu.common import Broadcast
+from kombu.transport.native_delayed_delivery import CELERY_DELAYED_DELIVERY_EXCHANGE
 
+from . import project
 from .config import dead_letter_queues
 from .deadletter import DELIVERY_LIMIT, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
@@ -22,12 +29,47 @@ from .deliveries import (
     message_task,
     redelivered,
 )
+from .queues import delayed_binding_key
 
 log = logging.getLogger(__name__)
 
 
+class LaneDelayedDelivery(DelayedDelivery):
+    """Celery's delayed delivery, bound to this project's delayed messages only.
+
+    Every project on a RabbitMQ server shares Celery's `celery_delayed_*`
+    exchanges. Celery binds them to a queue with `#.<queue>`, which also takes
+    another namespace's `<bits>.<namespace>.<queue>`: a project without a
+    namespace would run every delayed job (and retry) of the namespaced ones.
+    The binding here matches exactly the delay bits and then this queue's name,
+    and the wide binding an older version made is removed.
+    """
+
+    def _bind_queues(self, app: Any, connection: Any) -> None:
+        channel = connection.default_channel
+        for queue in app.amqp.queues.values():
+            if isinstance(queue, Broadcast) or queue.exchange is None:
+                continue
+            queue = queue.bind(channel)
+            exchange = queue.exchange.bind(channel)
+            key = delayed_binding_key(queue.routing_key)
+            exchange.bind_to(CELERY_DELAYED_DELIVERY_EXCHANGE, routing_key=key)
+            queue.bind_to(exchange.name, routing_key=key)
+            wide = f"#.{queue.routing_key}"
+            exchange.unbind_from(CELERY_DELAYED_DELIVERY_EXCHANGE, routing_key=wide)
+            queue.unbind_from(exchange, routing_key=wide)
+
+
 class DeadLetterConsumer(Consumer):
     """Celery's consumer, with dead letters for what it would drop or loop on."""
+
+    class Blueprint(Consumer.Blueprint):
+        default_steps = [
+            f"{project.PACKAGE}.core.consumer:LaneDelayedDelivery"
+            if step.endswith(":DelayedDelivery")
+            else step
+            for step in Consumer.Blueprint.default_steps
+        ]
 
     def create_task_handler(self, *args: Any, **kwargs: Any) -> Any:
         handle = super().create_task_handler(*args, **kwargs)

@@ -168,6 +168,22 @@ class DeadLetterRequest(Request):
             return super().reject(requeue=give_back_requeues(self.app.settings))
         self._dead_letter(reason, exception, traceback)
 
+    def _announce_cancelled(self, emit_retry: bool = True) -> None:
+        # Cancelled because the broker connection was lost: the message stays
+        # unacknowledged and comes back. Marked first, so a result backend that
+        # went down with the broker (storing the RETRY state fails) cannot turn
+        # the cancel into a revoke, which would acknowledge the job: lost.
+        self._already_cancelled = True
+        try:
+            super()._announce_cancelled(emit_retry=emit_retry)
+        except Exception as exc:  # any result backend error; the job is given back anyway
+            log.warning(
+                "%s[%s] cancelled after the connection loss; its state was not stored: %s",
+                self.name,
+                self.id,
+                exc,
+            )
+
     def acknowledge(self) -> None:
         if not self.acknowledged:
             forget_deliveries(self.app, self._message)

@@ -7,11 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kombu.exceptions import OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import QueueUnavailableError
-from .settings import Settings, get_settings
+from .settings import Settings, get_settings, mask_password
 
 BROKER_ERRORS: tuple[type[BaseException], ...] = (OperationalError, ConnectionError, socket.error)
+RESULT_BACKEND_ERRORS: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError)
 
 
 @contextmanager
@@ -19,10 +22,24 @@ def broker_guard(settings: Settings | None = None) -> Iterator[None]:
     """Raise QueueUnavailableError, with what to do, when the broker cannot take a message.
 
     The message names the broker of `settings` (a job's app passes its own),
-    else of the process's settings.
+    else of the process's settings. With a result backend, Celery subscribes to
+    the job's result before it publishes; a backend that cannot be reached is
+    reported the same way.
     """
     try:
         yield
     except BROKER_ERRORS as exc:
         broker = (settings or get_settings()).safe_broker_url
         raise QueueUnavailableError(broker=broker, reason=str(exc) or type(exc).__name__) from exc
+    except (RuntimeError, *RESULT_BACKEND_ERRORS) as exc:
+        backend = (settings or get_settings()).effective_result_backend
+        # Celery's result consumer gives up reconnecting with a RuntimeError.
+        cause = exc.__cause__ if isinstance(exc, RuntimeError) else exc
+        if backend is None or not isinstance(cause, RESULT_BACKEND_ERRORS):
+            raise
+        raise QueueUnavailableError(
+            broker=mask_password(backend),
+            reason=str(cause) or type(cause).__name__,
+            service="result backend",
+            setting="RESULT_BACKEND_URL",
+        ) from exc

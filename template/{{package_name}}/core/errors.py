@@ -12,14 +12,16 @@ class ConfigurationError(ProjectError):
 
 
 class QueueUnavailableError(ProjectError):
-    """The broker could not take the message."""
+    """The broker (or the result backend a dispatch subscribes to) could not take the message."""
 
-    def __init__(self, *, broker: str, reason: str) -> None:
+    def __init__(
+        self, *, broker: str, reason: str, service: str = "broker", setting: str = "BROKER_URL"
+    ) -> None:
         self.broker = broker
         self.reason = reason
         super().__init__(
-            f"The broker at {broker} is unavailable ({reason}). The job was NOT queued. "
-            "Check that the broker is running and that BROKER_URL points at it, "
+            f"The {service} at {broker} is unavailable ({reason}). The job was NOT queued. "
+            f"Check that the {service} is running and that {setting} points at it, "
             "then dispatch again."
         )
 

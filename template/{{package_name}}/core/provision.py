@@ -8,20 +8,14 @@ times. Redis and RabbitMQ need nothing created ahead of time.
 from __future__ import annotations
 
 import json
-import string
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from . import project
 from .errors import ProjectError, QueueUnavailableError
-from .queues import dead_letter_queue, qualified_queue
+from .queues import dead_letter_queue, qualified_queue, sqs_queue_name
 from .settings import Settings
-
-# SQS names allow letters, digits, '-' and '_': as kombu's SQS transport does,
-# '.' becomes '-' and any other punctuation '_'.
-_SQS_NAME_TABLE = {ord(c): "_" for c in string.punctuation if c not in "-_."}
-_SQS_NAME_TABLE[ord(".")] = "-"
 
 # Dead letters are kept as long as SQS allows (14 days) to leave time for a fix.
 DEAD_LETTER_RETENTION = 14 * 24 * 3600
@@ -32,11 +26,6 @@ NOTHING_TO_PROVISION = {
     "amqp": "RabbitMQ: nothing to create. The worker declares each lane's queue, its "
     "dead-letter exchange and dead-letter queue when it starts.",
 }
-
-
-def sqs_queue_name(name: str) -> str:
-    """The SQS name of a queue, as the kombu SQS transport spells it."""
-    return name.translate(_SQS_NAME_TABLE)
 
 
 @dataclass(frozen=True)

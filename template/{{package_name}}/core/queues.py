@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 from . import project
-from .errors import UnknownLaneError
+from .errors import ConfigurationError, UnknownLaneError
 
 DEFAULT_LANE = "default"
 DEAD_LETTER_SUFFIX = "dlq"
+
+# SQS names: letters, digits, '-' and '_', at most 80 characters.
+SQS_NAME_LIMIT = 80
+_SQS_PLAIN = re.compile(r"[a-z0-9_]")
+_SQS_ESCAPES = {"-": "H", ".": "D"}
+# A delayed routing key on RabbitMQ quorum lanes: 28 bits, one word each, then the queue.
+DELAY_BITS = 28
+_DELAY_PREFIX = re.compile(r"^(?:[01]\.){" + str(DELAY_BITS) + "}")
 
 
 def qualified_queue(name: str, namespace: str) -> str:
@@ -23,13 +33,46 @@ def dead_letter_queue(lane: str, namespace: str) -> str:
     return qualified_queue(f"{lane}.{DEAD_LETTER_SUFFIX}", namespace)
 
 
+def sqs_queue_name(name: str) -> str:
+    """The SQS name of a queue: a one-to-one spelling of its dotted name in SQS's charset.
+
+    Each dot-separated part keeps lowercase letters, digits and '_'; '-' becomes
+    'H', '.' 'D' and any other character 'X' and six hex digits. The parts are
+    joined with '-', which no part holds, so `advs1.eu-default` and
+    `advs1-eu.default` stay two queues (`advs1-euHdefault`, `advs1Heu-default`).
+    """
+    physical = "-".join("".join(map(_sqs_char, part)) for part in name.split("."))
+    if len(physical) > SQS_NAME_LIMIT:
+        raise ConfigurationError(
+            f"The SQS queue name {physical!r} ({len(physical)} characters) is longer than "
+            f"SQS allows ({SQS_NAME_LIMIT}). Shorten QUEUE_NAMESPACE (or the lane name)."
+        )
+    return physical
+
+
+def _sqs_char(char: str) -> str:
+    if _SQS_PLAIN.fullmatch(char):
+        return char
+    return _SQS_ESCAPES.get(char) or f"X{ord(char):06X}"
+
+
+def delayed_binding_key(queue: str) -> str:
+    """The RabbitMQ binding that takes exactly this queue's delayed messages, no other's.
+
+    Celery's shared `celery_delayed_delivery` exchange routes a delayed message by
+    `<28 one-bit words>.<routing key>`; Celery binds `#.<queue>`, which also matches
+    `<bits>.<other namespace>.<queue>`. One `*` per bit word matches only this queue.
+    """
+    return "*." * DELAY_BITS + queue
+
+
 def lane_of_queue(routing_key: str | None, namespace: str) -> str | None:
-    """The lane a queue name (or a delayed routing key ending in it) belongs to."""
+    """The lane a queue name (or a delayed routing key of it) belongs to."""
     if not routing_key:
         return None
+    queue = _DELAY_PREFIX.sub("", routing_key, count=1)
     for lane in project.LANES:
-        queue = qualified_queue(lane, namespace)
-        if routing_key == queue or routing_key.endswith("." + queue):
+        if queue == qualified_queue(lane, namespace):
             return lane
     return None
 

@@ -59,6 +59,25 @@ class HolderQoS(redis.QoS):
         virtual.QoS.append(self, message, delivery_tag)
         channel.start_heartbeat()
 
+    def restore_unacked(self, client: Any = None) -> None:
+        """Give back this channel's unacknowledged messages, if Redis can be reached.
+
+        When the connection was lost, Redis may be down: the messages then stay
+        in Redis, held by this worker, and the first worker whose sweep finds
+        its heartbeat expired restores them. Closing never fails on it.
+        """
+        channel = self.channel
+        try:
+            super().restore_unacked(client)
+        except channel.connection_errors as exc:
+            log.warning(
+                "%d unacknowledged message(s) not given back now (%s); they are restored "
+                "once this worker's heartbeat expires.",
+                len(self._delivered),
+                exc,
+            )
+            self._delivered.clear()
+
     def _remove_from_indices(self, delivery_tag: str, pipe: Any = None) -> Any:
         with self.pipe_or_acquire(pipe) as pipe:
             removed = super()._remove_from_indices(delivery_tag, pipe)
@@ -75,12 +94,24 @@ class HolderChannel(redis.Channel):
     from_transport_options = (*redis.Channel.from_transport_options, "holders_prefix", "holder_ttl")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._opened_with: dict[bool, dict[str, Any]] = {}
         super().__init__(*args, **kwargs)
         self.owner = f"{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         self._beat_stop = threading.Event()
         self._beat: threading.Thread | None = None
         # When this worker last marked itself alive and as a holder (0: never).
         self.registered_at = 0.0
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        # After a connection loss kombu closes the channel and drops its
+        # connection, while jobs it delivered may still be running: their
+        # acknowledgements (and the restore at close) still reach Redis with the
+        # settings the channel was opened with, instead of raising AttributeError.
+        if self.connection is not None and self.connection.client is not None:
+            self._opened_with[asynchronous] = super()._connparams(asynchronous)
+        if asynchronous not in self._opened_with:
+            return super()._connparams(asynchronous)
+        return dict(self._opened_with[asynchronous])
 
     @property
     def holders_key(self) -> str:

@@ -5,8 +5,12 @@ as a JSON dead letter (with its error and attempts). SQS's redrive policy moves
 a message received TASK_MAX_DELIVERIES times without being deleted (its worker
 died each time) as it was: kombu's envelope, read back here into a dead letter.
 
-SQS cannot peek: reading a queue receives its messages, which hides them for a
-few seconds; they are made visible again at once unless they are deleted.
+SQS cannot peek: reading a queue receives its messages, which hides them; they
+are made visible again at once unless they are deleted. A pass over a queue
+hides what it read for READ_HIDE_SECONDS, longer than the pass may last
+(READ_PASS_SECONDS), so no letter shows up twice and the pass ends: when SQS
+has nothing more, when it hands back a letter the pass already read, or at
+that bound.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ import base64
 import binascii
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import QueueUnavailableError
-from ..queues import DEFAULT_LANE, dead_letter_queue
+from ..queues import DEFAULT_LANE, dead_letter_queue, sqs_queue_name
 from ..settings import Settings
 from . import (
     DELIVERY_LIMIT,
@@ -33,8 +38,13 @@ from . import (
     send_again,
 )
 
-# Seconds a listed message stays hidden if releasing it fails; SQS shows it again after.
-READ_HIDE_SECONDS = 5
+# A pass over a dead-letter queue (list, show, replay) lasts at most READ_PASS_SECONDS;
+# what it read stays hidden meanwhile, with a margin. If releasing the letters
+# fails (the command is killed), SQS shows them again after READ_HIDE_SECONDS.
+READ_PASS_SECONDS = 240
+READ_HIDE_SECONDS = 300
+# SQS's largest batch for receive, delete and change-visibility calls.
+BATCH = 10
 RECORD_ATTRIBUTE = "dead-letter-record"
 
 
@@ -56,8 +66,6 @@ class SqsDeadLetterStore(DeadLetterStore):
         self._urls: dict[str, str] = {}
 
     def queue_name(self, lane: str) -> str:
-        from ..provision import sqs_queue_name
-
         return sqs_queue_name(dead_letter_queue(lane, self.settings.queue_namespace))
 
     @contextmanager
@@ -98,24 +106,37 @@ class SqsDeadLetterStore(DeadLetterStore):
             )
 
     def _receive_all(self, lane: str) -> list[_Received]:
-        """Every message of a lane's dead-letter queue, hidden until released or deleted."""
+        """Every message of a lane's dead-letter queue, once, hidden until released or deleted."""
+        received: list[_Received] = []
+        seen: set[str] = set()
+        deadline = time.monotonic() + READ_PASS_SECONDS
+        for batch in self._batches(lane, READ_HIDE_SECONDS):
+            fresh = [message for message in batch if message["MessageId"] not in seen]
+            received.extend(
+                _Received(self._letter(message, lane), self._url(lane), message["ReceiptHandle"])
+                for message in fresh
+            )
+            seen.update(message["MessageId"] for message in fresh)
+            if len(fresh) < len(batch) or time.monotonic() > deadline:
+                # A letter came round again: the pass has read the whole queue.
+                break
+        return received
+
+    def _batches(self, lane: str, hide: int) -> Iterator[list[dict[str, Any]]]:
+        """Receive a lane's dead-letter queue, ten at a time, until SQS has nothing more."""
         url = self._url(lane)
-        received = []
         while True:
             batch = self.client.receive_message(
                 QueueUrl=url,
-                MaxNumberOfMessages=10,
-                VisibilityTimeout=READ_HIDE_SECONDS,
+                MaxNumberOfMessages=BATCH,
+                VisibilityTimeout=hide,
                 WaitTimeSeconds=0,
                 MessageAttributeNames=[RECORD_ATTRIBUTE],
                 MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
             ).get("Messages", [])
             if not batch:
-                return received
-            received.extend(
-                _Received(self._letter(message, lane), url, message["ReceiptHandle"])
-                for message in batch
-            )
+                return
+            yield batch
 
     def _letter(self, message: dict[str, Any], lane: str) -> DeadLetter:
         if RECORD_ATTRIBUTE in message.get("MessageAttributes", {}):
@@ -123,9 +144,14 @@ class SqsDeadLetterStore(DeadLetterStore):
         return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
 
     def _release(self, items: list[_Received]) -> None:
-        for item in items:
-            self.client.change_message_visibility(
-                QueueUrl=item.queue_url, ReceiptHandle=item.receipt_handle, VisibilityTimeout=0
+        for start in range(0, len(items), BATCH):
+            chunk = items[start : start + BATCH]
+            self.client.change_message_visibility_batch(
+                QueueUrl=chunk[0].queue_url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": item.receipt_handle, "VisibilityTimeout": 0}
+                    for n, item in enumerate(chunk)
+                ],
             )
 
     def _delete(self, item: _Received) -> None:
@@ -175,12 +201,20 @@ class SqsDeadLetterStore(DeadLetterStore):
         return new_id
 
     def purge(self, lane: str | None = None) -> int:
+        """Delete every letter, batch by batch as it is received: the pass ends with the queue."""
         removed = 0
         with self._guard():
             for name in lanes_of(lane):
-                for item in self._receive_all(name):
-                    self._delete(item)
-                    removed += 1
+                url = self._url(name)
+                for batch in self._batches(name, READ_HIDE_SECONDS):
+                    deleted = self.client.delete_message_batch(
+                        QueueUrl=url,
+                        Entries=[
+                            {"Id": str(n), "ReceiptHandle": message["ReceiptHandle"]}
+                            for n, message in enumerate(batch)
+                        ],
+                    )
+                    removed += len(deleted.get("Successful", []))
         return removed
 
 

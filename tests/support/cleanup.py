@@ -1,0 +1,77 @@
+"""What the suite leaves on the shared brokers: deleted at the end of the session.
+
+Every namespace a test uses comes from `unique_namespace`, which records it.
+Redis keys and RabbitMQ queues and exchanges holding one of them as a
+dot- or colon-separated word are removed (lanes, dead-letter queues, the
+control and event exchanges, pidbox queues, locks, idempotency keys).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+
+from support.brokers import port_open
+
+
+def namespaced(namespaces: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching names that hold one of the namespaces as a word."""
+    words = sorted(set(namespaces))
+    if not words:
+        return None
+    return re.compile(r"(?:^|[.:])(?:" + "|".join(map(re.escape, words)) + r")[.:]")
+
+
+def delete_redis_keys(url: str, namespaces: Iterable[str]) -> int:
+    """Delete the keys of these namespaces from the Redis database at url; how many."""
+    import redis
+
+    pattern = namespaced(namespaces)
+    if pattern is None or not port_open(url):
+        return 0
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    doomed = [
+        key
+        for key in client.scan_iter(count=1000)
+        if pattern.search(key.decode("utf-8", "replace"))
+    ]
+    for start in range(0, len(doomed), 500):
+        client.delete(*doomed[start : start + 500])
+    return len(doomed)
+
+
+def rabbitmq_names(kind: str) -> list[str]:
+    """The names of every queue or exchange (kind) on the local RabbitMQ (read-only)."""
+    if not shutil.which("rabbitmqctl"):
+        return []
+    listed = subprocess.run(
+        ["rabbitmqctl", "-s", f"list_{kind}", "name"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return listed.stdout.split() if listed.returncode == 0 else []
+
+
+def delete_rabbitmq_entities(url: str, namespaces: Iterable[str]) -> int:
+    """Delete the queues and exchanges of these namespaces on the RabbitMQ at url; how many."""
+    from kombu import Connection
+
+    pattern = namespaced(namespaces)
+    if pattern is None or not port_open(url):
+        return 0
+    queues = [name for name in rabbitmq_names("queues") if pattern.search(name)]
+    exchanges = [name for name in rabbitmq_names("exchanges") if pattern.search(name)]
+    with Connection(url, connect_timeout=5) as connection:
+        for name in queues:
+            # A failed delete closes its channel: one channel per entity.
+            with contextlib.suppress(Exception), connection.channel() as channel:
+                channel.queue_delete(name)
+        for name in exchanges:
+            with contextlib.suppress(Exception), connection.channel() as channel:
+                channel.exchange_delete(name)
+    return len(queues) + len(exchanges)
