@@ -1,4 +1,4 @@
-"""Projects on Redis or RabbitMQ for the operations tests, and what they leave on the broker."""
+"""Projects on Redis or RabbitMQ for the operations tests, and the processes they run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from support.faults import rabbitmq_lock
 from support.projects import Project, terminate, unique_namespace
 
 PACKAGE = "billing"
-LANES = ("critical", "default", "batch")
 BROKER_FIXTURES = {"redis": "redis_url", "rabbitmq": "rabbitmq_url"}
 
 
@@ -52,15 +51,11 @@ def ops_project(
         **env,
     )
     proj.add_probe_job()
+    # What the namespace leaves on the broker is deleted at the end of the session
+    # (support/cleanup.py).
     lock = rabbitmq_lock(exclusive=False) if broker == "rabbitmq" else contextlib.nullcontext()
     with lock:
-        try:
-            yield proj
-        finally:
-            if broker == "rabbitmq":
-                delete_rabbitmq_names(broker_url, namespace)
-            else:
-                delete_redis_keys(redis_url, namespace)
+        yield proj
 
 
 def scrape(port: int) -> dict[tuple[str, frozenset], float]:
@@ -93,36 +88,6 @@ def lane_depth(project: Project, lane: str) -> int | None:
     assert done.returncode == 0, done.stderr
     value = done.stdout.strip().splitlines()[-1]
     return None if value == "None" else int(value)
-
-
-def delete_redis_keys(url: str, namespace: str) -> None:
-    """Every key under the namespace (lanes, dead letters, unacked, holders)."""
-    import redis
-
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{namespace}.*", count=500))
-        keys += list(client.scan_iter(match=f"*{namespace}.*", count=500))
-        if keys:
-            client.delete(*set(keys))
-    finally:
-        client.close()
-
-
-def delete_rabbitmq_names(url: str, namespace: str) -> None:
-    """The lanes, dead-letter queues and exchanges a worker of the namespace declared."""
-    from kombu import Connection
-
-    queues = [f"{namespace}.{lane}" for lane in LANES]
-    queues += [f"{namespace}.{lane}.dlq" for lane in LANES]
-    exchanges = [*queues, f"{namespace}.celery.pidbox", f"{namespace}.celeryev"]
-    with Connection(url) as connection:
-        for name in queues:
-            with contextlib.suppress(Exception):
-                connection.channel().queue_delete(name)
-        for name in exchanges:
-            with contextlib.suppress(Exception):
-                connection.channel().exchange_delete(name)
 
 
 class Process:
