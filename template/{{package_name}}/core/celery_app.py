@@ -11,6 +11,7 @@ from . import project
 from .config import build_config
 from .discovery import job_modules
 from .log import configure_logging
+from .metrics import stamp_sent_at
 from .queues import qualified_queue
 from .settings import Settings, get_settings
 
@@ -56,6 +57,10 @@ def create_app(settings: Settings | None = None) -> ProjectApp:
     )
     celery_app.conf.include = job_modules()
     return celery_app
+
+
+# Every producer stamps the publish time: the worker's queue wait metric reads it.
+signals.before_task_publish.connect(stamp_sent_at)
 
 
 @signals.setup_logging.connect

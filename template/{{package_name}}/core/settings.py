@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     rabbitmq_management_url: str = ""
     # Only the highest-priority policy matching a queue applies to it.
     rabbitmq_policy_priority: int = Field(default=10, ge=0)
+    # Prometheus metrics of `queue work` / `schedule work` on this port; 0 = off.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # `monitor` (Flower): user:password, several separated by commas; empty = loopback only.
+    monitor_basic_auth: str = ""
 
     @property
     def effective_broker_url(self) -> str:
