@@ -199,3 +199,38 @@ def test_every_dependency_package_is_refused_as_package_name():
     # The root's `project` extra is everything a generated project runs with.
     requirements = [*root["project"]["optional-dependencies"]["project"], "typer", "pytest", "ruff"]
     assert dependency_top_levels(requirements) - naming.DEPENDENCY_PACKAGES == set()
+
+
+HOSTILE_DESCRIPTION = 'rocket 🚀 "quoted" back\\slash \\n it\'s {x} <b>&amp; #hash \u2028 end'
+
+
+@pytest.mark.parametrize("broker", ["redis", "sqs"])
+def test_every_rendered_toml_yaml_and_python_file_parses_for_accepted_answers(render, broker: str):
+    import ast
+
+    import yaml
+
+    answers = {
+        "description": HOSTILE_DESCRIPTION,
+        "queue_namespace": "my-ns_2",
+        "lanes": "default , a-b,c_d",
+        "broker": broker,
+    }
+    for question, value in answers.items():
+        if question in naming.ANSWER_RULES:
+            assert naming.ANSWER_RULES[question].problem(value) is None, question
+    project = render(**answers)
+
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["description"] == HOSTILE_DESCRIPTION
+    files = [path for path in project.rglob("*") if path.is_file()]
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".toml":
+            tomllib.loads(text)
+        elif path.suffix in (".yml", ".yaml"):
+            list(yaml.safe_load_all(text))
+        elif path.suffix == ".py":
+            ast.parse(text, filename=str(path))
+    init = ast.parse((project / "billing" / "__init__.py").read_text(encoding="utf-8"))
+    assert ast.get_docstring(init) == HOSTILE_DESCRIPTION
