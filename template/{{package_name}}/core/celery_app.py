@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from functools import cached_property
 from typing import Any
 
 from celery import Celery, signals
@@ -22,13 +24,42 @@ def route_by_lane(
     return {"queue": qualified_queue(lane)} if lane else None
 
 
+class ConfigFromSettings(Mapping[str, Any]):
+    """Celery's configuration, built from the settings when Celery first reads it.
+
+    Importing the app (and every job module) reads no setting, so `--help`
+    works with bad settings and a bad one is reported by the command that
+    needs it, inside the CLI's error boundary, as a message.
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings
+
+    @cached_property
+    def _config(self) -> dict[str, Any]:
+        return {
+            **build_config(self._settings or get_settings()),
+            "task_routes": (route_by_lane,),
+            "include": job_modules(),
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._config[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._config)
+
+    def __len__(self) -> int:
+        return len(self._config)
+
+
 def create_app(settings: Settings | None = None) -> Celery:
-    """Build the Celery app from settings; jobs and crons are discovered, not listed."""
-    settings = settings or get_settings()
+    """Build the Celery app from settings; jobs and crons are discovered, not listed.
+
+    Without settings, the process-wide ones are read when the app is first used.
+    """
     celery_app = Celery(project.PACKAGE)
-    celery_app.config_from_object(build_config(settings))
-    celery_app.conf.task_routes = (route_by_lane,)
-    celery_app.conf.include = job_modules()
+    celery_app.config_from_object(ConfigFromSettings(settings))
     return celery_app
 
 
