@@ -111,3 +111,23 @@ def test_dispatch_with_redis_down_raises_queue_unavailable_quickly(project: Proj
     assert done.returncode == 0, done.stderr
     assert "UNAVAILABLE" in done.stdout and "BROKER_URL" in done.stdout
     assert elapsed < 20
+
+
+def test_dispatch_with_arguments_the_job_does_not_take_queues_nothing(
+    project: Project, redis_url: str
+) -> None:
+    import redis
+
+    queue = f"{project.env['QUEUE_NAMESPACE']}.default"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        done = project.run("queue", "dispatch", "hello", "--kwargs", '{"nope": 1}')
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines() == [
+            f"Error: {PACKAGE}.hello does not accept these arguments (got an unexpected keyword "
+            "argument 'nope'); it takes (name: str = 'world'). The job was NOT queued."
+        ]
+        assert client.llen(queue) == 0
+    finally:
+        client.delete(queue)
+        client.close()

@@ -32,3 +32,13 @@ class UnknownLaneError(ProjectError):
             f"Unknown lane {lane!r}. The project's lanes are: {', '.join(lanes)}. "
             "Lanes are set by the 'lanes' answer of the template (see .copier-answers.yml)."
         )
+
+
+class JobArgumentsError(ProjectError):
+    """A dispatch gave arguments the job does not accept; nothing was queued."""
+
+    def __init__(self, *, job: str, reason: str, signature: str) -> None:
+        super().__init__(
+            f"{job} does not accept these arguments ({reason}); it takes {signature}. "
+            "The job was NOT queued."
+        )
