@@ -326,7 +326,7 @@ NAMESPACE_RULE = TextRule(
     ),
     empty_allowed=True,
 )
-LANE_RULE = TextRule(
+LANE_NAME_RULE = TextRule(
     "lane",
     (
         _template_check("the lane"),
@@ -345,7 +345,7 @@ LANE_RULE = TextRule(
 )
 LANES_RULE = ListRule(
     "lanes",
-    item=LANE_RULE,
+    item=LANE_NAME_RULE,
     item_message=(
         "invalid lane '{value}': a lane starts with a lowercase letter, holds only lowercase "
         "letters, digits, '_' and '-', does not end in '-dlq', and is none of "
@@ -383,7 +383,7 @@ ANSWER_RULES: dict[str, TextRule | ListRule] = {
 
 def lane_problem(name: str) -> str | None:
     """Why `name` cannot be a lane, or None when it can."""
-    return LANE_RULE.problem(name)
+    return LANE_NAME_RULE.problem(name)
 
 
 def namespace_problem(namespace: str) -> str | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from . import project
 from .errors import UnknownLaneError
+from .naming import DEFAULT_LANE as DEFAULT_LANE
 from .settings import get_settings
 
-DEFAULT_LANE = "default"
 DEAD_LETTER_SUFFIX = "dlq"
 
 
