@@ -234,3 +234,29 @@ def test_every_rendered_toml_yaml_and_python_file_parses_for_accepted_answers(re
             ast.parse(text, filename=str(path))
     init = ast.parse((project / "billing" / "__init__.py").read_text(encoding="utf-8"))
     assert ast.get_docstring(init) == HOSTILE_DESCRIPTION
+
+
+def accepted_descriptions() -> list[str]:
+    rng = random.Random(7)
+    alphabet = [chr(code) for code in range(0x20, 0x7F)] + list("éñ€🚀\u2028\u00a0\U0010fffd")
+    values = ["".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(300)]
+    values += ['"""', "'''", "\\", '\\"', "a\\", "{x}", "#", "\\u0041", "\\U0001F680"]
+    return [value for value in values if naming.DESCRIPTION_RULE.problem(value) is None]
+
+
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq", "sqs"])
+def test_any_accepted_description_renders_valid_toml_and_python(broker: str):
+    import ast
+
+    template = REPO_ROOT / "template"
+    pyproject = env.from_string((template / "pyproject.toml.jinja").read_text(encoding="utf-8"))
+    init = env.from_string(
+        (template / "{{package_name}}" / "__init__.py.jinja").read_text(encoding="utf-8")
+    )
+    descriptions = accepted_descriptions()
+    assert len(descriptions) > 250
+    for description in descriptions:
+        answers = {"package_name": "billing", "description": description, "broker": broker}
+        parsed = tomllib.loads(pyproject.render(answers))
+        assert parsed["project"]["description"] == description
+        assert ast.get_docstring(ast.parse(init.render(answers)), clean=False) == description
