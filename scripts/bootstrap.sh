@@ -22,11 +22,15 @@ if [ ! -x "$PY" ]; then
   echo "==> creating $VENV"
   "$(pick_python)" -m venv "$VENV"
 fi
+# WORKERGEN_CONSTRAINTS: a pip constraints file the environment is installed
+# with (scripts/test-oldest.sh uses constraints/oldest.txt).
+CONSTRAINTS="${WORKERGEN_CONSTRAINTS:-}"
 stamp="$VENV/.workergen-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
-  echo "==> installing workergen and its development tools"
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] ||
+  { [ -n "$CONSTRAINTS" ] && [ "$CONSTRAINTS" -nt "$stamp" ]; }; then
+  echo "==> installing workergen and its development tools${CONSTRAINTS:+ (constraints: $CONSTRAINTS)}"
   "$PY" -m pip install --quiet --upgrade pip
-  "$PY" -m pip install --quiet -e "$ROOT[dev]"
+  "$PY" -m pip install --quiet ${CONSTRAINTS:+-c "$CONSTRAINTS"} -e "$ROOT[dev]"
   touch "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

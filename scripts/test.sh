@@ -16,4 +16,12 @@ if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
 fi
 
 cd "$ROOT"
-exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
+if [ "${CI:-}" != "true" ] || [ $# -gt 0 ]; then
+  exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
+fi
+# CI: the whole suite against the newest releases the projects allow, then the
+# tests of the Celery and kombu internals the core subclasses against the oldest.
+status=0
+"$PY" -m pytest -n 2 --dist loadgroup || status=$?
+bash "$ROOT/scripts/test-oldest.sh" || status=$?
+exit "$status"

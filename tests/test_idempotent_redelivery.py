@@ -36,8 +36,11 @@ CHARGE_BODY = """    def handle(self, folder: str, token: str, seconds: float) -
 SET_STATE = (
     "from billing.core.idempotency import storage_key\n"
     "from billing.core.locks import lock_client\n"
+    "from billing.core.settings import get_settings\n"
     "def set_state(key, value, ttl):\n"
-    "    lock_client().set(storage_key('billing.charge', key), value, ex=ttl)\n"
+    "    settings = get_settings()\n"
+    "    name = storage_key('billing.charge', key, settings.queue_namespace)\n"
+    "    lock_client(settings).set(name, value, ex=ttl)\n"
 )
 SKIPPED = "idempotent job billing.charge skipped"
 TOOK_OVER = "idempotent job billing.charge: took over key"

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from workergen.answers import (
-    MISSING,
     answer_problem,
     cast_answer,
     collect_answers,
@@ -66,7 +65,7 @@ def test_question_fields_come_from_copier_yml(questionnaire):
     project = questionnaire.get("project_name")
     assert project.type == "str"
     assert project.help
-    assert not project.has_default
+    assert project.has_default and "_folder_name" in project.default
     assert "regex_search" in project.validator
 
     package = questionnaire.get("package_name")
@@ -207,7 +206,7 @@ def test_cast_answer_refuses(type_name: str, raw: str):
 @pytest.mark.parametrize(
     ("question", "context", "expected"),
     [
-        ("project_name", {}, MISSING),
+        ("project_name", {"_folder_name": "billing"}, "billing"),
         ("package_name", {"project_name": " My Shop-Front "}, "my_shop_front"),
         ("description", {"project_name": "billing"}, "Background workers for billing"),
         ("queue_namespace", {"package_name": "billing"}, "billing"),
@@ -343,14 +342,14 @@ def test_collect_with_defaults(questionnaire, env):
     }
 
 
-def test_collect_uses_fallback_defaults(questionnaire, env):
+def test_collect_takes_the_project_name_from_the_folder(questionnaire, env):
     answers = collect_answers(
         questionnaire,
         {},
         env=env,
         use_defaults=True,
         ask=None,
-        fallback_defaults={"project_name": "billing"},
+        base_context={"_folder_name": "billing"},
     )
     assert answers["project_name"] == "billing"
     assert answers["package_name"] == "billing"
@@ -372,11 +371,12 @@ def test_collect_without_terminal_names_every_missing_flag(questionnaire, env):
     assert "--defaults" in message
 
 
-def test_collect_with_defaults_but_no_project_name_asks_for_the_flag(questionnaire, env):
-    with pytest.raises(MissingAnswersError, match="--name"):
+def test_collect_with_defaults_but_no_folder_name_asks_for_the_flag(questionnaire, env):
+    with pytest.raises(InvalidAnswerError, match="project name is required") as caught:
         collect_answers(
             questionnaire, {}, env=env, use_defaults=True, ask=None, flag_names=QUESTION_FLAGS
         )
+    assert "--name" in str(caught.value)
 
 
 def test_collect_validates_defaults_too(questionnaire, env):

@@ -1,4 +1,4 @@
-"""Pure pieces of updating: release versions, template addresses, leftover conflicts."""
+"""Pieces of updating: release versions and names, template addresses, leftover conflicts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from support.releases import commit_all, git
+from workergen.errors import TemplateRepositoryError
 from workergen.generated_project import unresolved_files
-from workergen.provenance import release_tag
-from workergen.releases import git_address, version_of
+from workergen.releases import git_address, parse_releases, read_history, version_of
 
 
 @pytest.mark.parametrize(
@@ -20,6 +21,7 @@ from workergen.releases import git_address, version_of
         ("0.1.0", Version("0.1.0")),
         ("v1.0.0rc1", Version("1.0.0rc1")),
         ("v0.1.0-3-gabc1234", Version("0.1.0.post3+abc1234")),
+        ("v0.2.0-0-gabc1234", Version("0.2.0")),
         ("abc1234", None),
         ("main", None),
     ],
@@ -52,8 +54,43 @@ def test_git_address_expands_as_copier_does(src_path: str, address: str):
     assert git_address(src_path) == address
 
 
-def test_release_tags_are_v_and_the_version():
-    assert release_tag("0.1.0") == "v0.1.0"
+def test_releases_file_lists_versions_and_commits_newest_first():
+    releases = parse_releases("# comment\n0.1.0 aaaa\n\n0.10.0 cccc  # why\n0.2.0 bbbb\n")
+    assert [(r.tag, r.commit) for r in releases] == [
+        ("v0.10.0", "cccc"),
+        ("v0.2.0", "bbbb"),
+        ("v0.1.0", "aaaa"),
+    ]
+
+
+def test_a_malformed_releases_line_is_an_error_naming_it():
+    with pytest.raises(TemplateRepositoryError, match="line 2"):
+        parse_releases("0.1.0 aaaa\n0.2.0\n")
+
+
+def test_a_commit_is_named_after_the_release_it_descends_from(tmp_path: Path):
+    repo = tmp_path / "tpl"
+    (repo / "template").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(repo))
+    (repo / "copier.yml").write_text("_subdirectory: template\n")
+    (repo / "template" / "a.txt").write_text("one\n")
+    commit_all(repo, "one")
+    released = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "RELEASES").write_text(f"0.1.0 {released}\n")
+    commit_all(repo, "Release 0.1.0")  # no template change: still the release
+    history = read_history(repo, source="tpl")
+    named = history.describe(history.head)
+    assert (named.name, named.commit) == (f"v0.1.0-0-g{released[:12]}", released)
+    assert named.version == Version("0.1.0")
+
+    (repo / "template" / "a.txt").write_text("two\n")
+    commit_all(repo, "two")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    named = read_history(repo, source="tpl").describe(head)
+    assert named.name == f"v0.1.0-2-g{head[:12]}"
+    assert Version("0.1.0") < named.version < Version("0.1.1")
+    # git resolves the name in the repository, which has no tag.
+    assert git(repo, "rev-parse", f"{named.name}^{{commit}}").strip() == head
 
 
 def test_unresolved_files_finds_markers_and_rejects_even_ignored(tmp_path: Path):
@@ -80,3 +117,18 @@ def test_unresolved_files_finds_markers_and_rejects_even_ignored(tmp_path: Path)
         "merged.py",
         "pyproject.toml.rej",
     ]
+
+
+def test_a_template_released_with_tags_only_is_read_too(tmp_path: Path):
+    repo = tmp_path / "tpl"
+    git(tmp_path, "init", "-q", str(repo))
+    (repo / "copier.yml").write_text("{}\n")
+    commit_all(repo, "one")
+    git(repo, "tag", "v1.2.0")
+    git(repo, "tag", "not-a-version")
+
+    history = read_history(repo, source="tpl")
+
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert [(r.tag, r.commit) for r in history.releases] == [("v1.2.0", head)]
+    assert history.version("1.2.0").name == f"v1.2.0-0-g{head[:12]}"

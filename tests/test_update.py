@@ -1,8 +1,10 @@
 """Template versions: provenance, `workergen update`, `check`, `diff`, and plain `copier update`.
 
-Each test builds a throwaway template repository from this repository's
-copier.yml and template/, tagged with the installed workergen's release tag
-(what `workergen new` records), then releases a newer version into it.
+A project is made by `workergen new` from the installed (checked-out)
+template. Newer releases are made in a `git clone` of this repository with
+its tags deleted, by scripts/release.sh, and read from it with
+`--template CLONE`; nothing here has or needs a git tag. tests/test_install.py
+tells the same story through real installs (editable and wheel).
 """
 
 from __future__ import annotations
@@ -10,96 +12,45 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from packaging.version import Version
 from typer.testing import CliRunner
 
+from support.releases import (
+    BIN,
+    CORE_FIX,
+    README_FIX,
+    REPO_ROOT,
+    TEMPLATE_FIXES,
+    clone_repository,
+    commit_all,
+    fix_core_errors,
+    fix_readme,
+    git,
+    git_env,
+    holds_the_template_of,
+    make_release,
+    project_tests_pass,
+)
 from workergen import exit_codes
 from workergen.cli import app
-from workergen.provenance import DEFAULT_TEMPLATE_URL, installed_version, release_tag
+from workergen.provenance import DEFAULT_TEMPLATE_URL
+from workergen.releases import parse_releases
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-V1 = release_tag(installed_version())
-_next = Version(installed_version())
-V2 = release_tag(f"{_next.major}.{_next.minor + 1}.0")
-
-README_FIX = "Requires Python 3.11 or newer.\n"
-CORE_FIX = '"""Errors the project raises on purpose (every one carries a message for people)."""'
+LATEST = parse_releases((REPO_ROOT / "RELEASES").read_text())[0].version
+V2 = f"{LATEST.major}.{LATEST.minor + 1}.0"
+V3 = f"{LATEST.major}.{LATEST.minor + 2}.0"
 runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def git_identity(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     """A git that ignores this machine's configuration and can commit."""
-    (tmp_path / "gitconfig").write_text(
-        "[user]\n\tname = Test\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
-    )
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("PRE_COMMIT_HOME", str(tmp_path / "pre-commit-cache"))
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout
-
-
-def commit_all(cwd: Path, message: str) -> None:
-    git(cwd, "add", "-A")
-    git(cwd, "commit", "-q", "-m", message)
-
-
-def make_template_repo(root: Path) -> Path:
-    """This repository's template as a repository of its own, released as V1."""
-    repo = root / "template-repo"
-    repo.mkdir()
-    shutil.copy(REPO_ROOT / "copier.yml", repo / "copier.yml")
-    shutil.copytree(
-        REPO_ROOT / "template", repo / "template", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    (repo / "CHANGELOG.md").write_text(f"# Changelog\n\n## {V1[1:]}\n\n- First release.\n")
-    git(repo, "init", "-q")
-    commit_all(repo, "First release")
-    git(repo, "tag", V1)
-    return repo
-
-
-def release(repo: Path, tag: str, *edits: tuple[str, Callable[[str], str]]) -> None:
-    """Edit template files, record the release in the changelog, commit and tag it."""
-    for relative, edit in edits:
-        path = repo / "template" / relative
-        path.write_text(edit(path.read_text()))
-    changelog = repo / "CHANGELOG.md"
-    changelog.write_text(
-        changelog.read_text().replace("\n\n", f"\n\n## {tag[1:]}\n\n- Fixes.\n\n", 1)
-    )
-    commit_all(repo, f"Release {tag}")
-    git(repo, "tag", tag)
-
-
-def fix_readme(text: str) -> str:
-    return text.replace("## Set up\n\n", f"## Set up\n\n{README_FIX}\n", 1)
-
-
-def fix_core_errors(text: str) -> str:
-    first, rest = text.split("\n", 1)
-    assert first.startswith('"""'), first
-    return f"{CORE_FIX}\n{rest}"
-
-
-V2_EDITS = (
-    ("README.md.jinja", fix_readme),
-    ("{{package_name}}/core/errors.py", fix_core_errors),
-    # A change to a file the user owns once it exists: it must not reach projects.
-    ("{{package_name}}/jobs/hello.py.jinja", lambda text: text + "\n# new in the template\n"),
-)
+    for name, value in git_env().items():
+        if name.startswith("GIT_"):
+            monkeypatch.setenv(name, value)
 
 
 def run(cwd: Path, *args: str):
@@ -119,15 +70,32 @@ def answers_of(project: Path) -> dict:
 NON_DEFAULT_ANSWERS = ("--lanes", "critical,default", "--namespace", "ventas")
 
 
-def new_project(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """`workergen new` from the shipped template, recording `repo`; committed."""
-    monkeypatch.setenv("WORKERGEN_TEMPLATE_URL", str(repo))
+def new_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, src: str | None = None) -> Path:
+    """`workergen new` from the installed template; committed."""
+    if src is None:
+        monkeypatch.delenv("WORKERGEN_TEMPLATE_URL", raising=False)
+    else:
+        monkeypatch.setenv("WORKERGEN_TEMPLATE_URL", src)
     project = tmp_path / "billing"
     result = run(tmp_path, "new", str(project), "--defaults", *NON_DEFAULT_ANSWERS)
     assert result.exit_code == 0, result.output
     git(project, "init", "-q")
     commit_all(project, "Generated project")
     return project
+
+
+def new_from(template: Path, project: Path, *ref: str):
+    """`workergen new --template TEMPLATE [--vcs-ref REF]`."""
+    vcs_ref = ("--vcs-ref", *ref) if ref else ()
+    return run(
+        project.parent, "new", str(project), "--defaults", "--template", str(template), *vcs_ref
+    )
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """This repository as a user clones it: its committed HEAD, no tags."""
+    return clone_repository(tmp_path / "workergen")
 
 
 def pre_commit(project: Path, hook: str) -> subprocess.CompletedProcess[str]:
@@ -137,25 +105,15 @@ def pre_commit(project: Path, hook: str) -> subprocess.CompletedProcess[str]:
         cwd=project,
         capture_output=True,
         text=True,
+        env={**os.environ, "PRE_COMMIT_HOME": str(project.parent / "pre-commit-cache")},
     )
-
-
-def project_tests_pass(project: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # --- provenance ----------------------------------------------------------------
 
 
-def test_new_records_the_public_template_address_and_release(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_new_records_the_public_address_and_a_commit_every_clone_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):
     monkeypatch.delenv("WORKERGEN_TEMPLATE_URL", raising=False)
     result = run(tmp_path, "new", str(tmp_path / "billing"), "--defaults")
@@ -163,111 +121,44 @@ def test_new_records_the_public_template_address_and_release(
     assert result.exit_code == 0, result.output
     answers = answers_of(tmp_path / "billing")
     assert answers["_src_path"] == DEFAULT_TEMPLATE_URL
-    assert answers["_commit"] == V1
-    assert answers["package_name"] == "billing"
+    assert answers["_commit"].startswith(f"v{LATEST}-"), answers["_commit"]
+    # A `git describe --long` name: git resolves it in a clone without tags.
+    assert holds_the_template_of(clone, answers["_commit"])
     # Nothing that only exists on this machine.
     assert str(REPO_ROOT) not in (tmp_path / "billing" / ".copier-answers.yml").read_text()
 
 
-def test_new_from_another_template_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    repo = make_template_repo(tmp_path)
-    release(repo, V2, *V2_EDITS)
+def test_new_from_another_template_version(tmp_path: Path, clone: Path):
+    make_release(clone, V2, *TEMPLATE_FIXES)
     project = tmp_path / "billing"
 
-    result = run(
-        tmp_path, "new", str(project), "--defaults", "--template", str(repo), "--vcs-ref", V1
-    )
+    result = new_from(clone, project, f"v{LATEST}")
 
     assert result.exit_code == 0, result.output
-    assert answers_of(project)["_src_path"] == str(repo)
-    assert answers_of(project)["_commit"] == V1
+    assert answers_of(project)["_src_path"] == str(clone)
+    assert answers_of(project)["_commit"].startswith(f"v{LATEST}-0-g")
     assert README_FIX not in (project / "README.md").read_text()
 
     latest = tmp_path / "latest"
-    result = run(tmp_path, "new", str(latest), "--defaults", "--template", str(repo))
+    result = new_from(clone, latest)
     assert result.exit_code == 0, result.output
-    assert answers_of(latest)["_commit"] == V2
+    assert answers_of(latest)["_commit"].startswith(f"v{V2}-0-g")
     assert README_FIX in (latest / "README.md").read_text()
 
 
-# --- the whole story -------------------------------------------------------------
-
-
-def test_update_brings_template_fixes_and_keeps_user_work(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
-    assert answers_of(project)["_src_path"] == str(repo)
-    assert answers_of(project)["_commit"] == V1
-
-    result = run(project, "check")
-    assert result.exit_code == exit_codes.OK, result.output
-    assert "on the latest template release" in result.output
-
-    # The user's work: an edit to a file they own, a note in a template-owned
-    # file, and a job of their own made by make:job.
-    hello = project / "billing" / "jobs" / "hello.py"
-    hello.write_text(hello.read_text().replace("Greet someone", "Greet a customer"))
-    readme = project / "README.md"
-    readme.write_text(readme.read_text() + "\n## Our notes\n\nInvoices go out at night.\n")
-    result = run(project, "make:job", "SendInvoice")
-    assert result.exit_code == 0, result.output
-    job_file = project / "billing" / "jobs" / "send_invoice.py"
-    job_test = project / "tests" / "jobs" / "test_send_invoice.py"
-    made = {job_file: job_file.read_text(), job_test: job_test.read_text()}
-    commit_all(project, "Our work")
-
-    result = run(project, "diff")
-    assert result.exit_code == 0, result.output
-    assert "+## Our notes" in result.output
-    headers = [line for line in result.output.splitlines() if line.startswith("+++ ")]
-    assert headers == ["+++ project/README.md"], result.output
-    result = run(project, "diff", "--all")
-    assert "+++ project/billing/jobs/hello.py" in result.output
-
-    release(repo, V2, *V2_EDITS)
-
-    result = run(project, "check")
-    assert result.exit_code == exit_codes.UPDATE_AVAILABLE, result.output
-    assert V1 in result.output and V2 in result.output
-
-    result = run(project, "update")
-
-    assert result.exit_code == exit_codes.OK, result.output
-    assert "README.md" in result.output
-    text = readme.read_text()
-    assert README_FIX in text and "## Our notes" in text  # both sides of the merge
-    assert (project / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
-    assert "Greet a customer" in hello.read_text()
-    assert "new in the template" not in hello.read_text()
-    assert {path: path.read_text() for path in made} == made
-    answers = answers_of(project)
-    assert answers["_commit"] == V2
-    assert answers["_src_path"] == str(repo)
-    assert (answers["lanes"], answers["queue_namespace"]) == ("critical,default", "ventas")
-    assert not list(project.rglob("*.rej"))
-    project_tests_pass(project)
-
-    commit_all(project, "Update the template")
-    result = run(project, "check")
-    assert result.exit_code == exit_codes.OK, result.output
-    result = run(project, "diff")
-    headers = [line for line in result.output.splitlines() if line.startswith("+++ ")]
-    assert headers == ["+++ project/README.md"], result.output
+# --- updating ----------------------------------------------------------------------
 
 
 def test_a_conflicting_edit_is_listed_and_exits_non_zero(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
+    project = new_project(tmp_path, monkeypatch)
     errors = project / "billing" / "core" / "errors.py"
     errors.write_text(fix_core_errors(errors.read_text()).replace(CORE_FIX, '"""Our errors."""'))
     commit_all(project, "Our own docstring")
-    release(repo, V2, *V2_EDITS)
+    make_release(clone, V2, *TEMPLATE_FIXES)
 
-    result = run(project, "update")
+    result = run(project, "update", "--template", str(clone))
 
     assert result.exit_code == exit_codes.CONFLICTS, result.output
     assert "billing/core/errors.py" in result.output
@@ -289,57 +180,60 @@ def test_a_conflicting_edit_is_listed_and_exits_non_zero(
 
 
 def test_pretend_shows_the_update_and_changes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
-    release(repo, V2, *V2_EDITS)
+    project = new_project(tmp_path, monkeypatch)
+    before = answers_of(project)["_commit"]
+    make_release(clone, V2, *TEMPLATE_FIXES)
 
-    result = run(project, "update", "--pretend")
+    result = run(project, "update", "--pretend", "--template", str(clone))
 
     assert result.exit_code == 0, result.output
-    assert f"updating to {V2} would change" in result.output
+    assert f"updating to v{V2}-0-g" in result.output
     assert "+" + README_FIX.strip() in result.output
     assert git(project, "status", "--porcelain") == ""
-    assert answers_of(project)["_commit"] == V1
+    assert answers_of(project)["_commit"] == before
 
 
-def test_update_to_a_chosen_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
-    release(repo, V2, ("README.md.jinja", fix_readme))
-    v3 = release_tag(f"{_next.major}.{_next.minor + 2}.0")
-    release(repo, v3, ("{{package_name}}/core/errors.py", fix_core_errors))
+def test_update_to_a_chosen_version_then_check_names_the_newer_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
+):
+    project = new_project(tmp_path, monkeypatch)
+    make_release(clone, V2, ("README.md.jinja", fix_readme))
+    make_release(clone, V3, ("{{package_name}}/core/errors.py", fix_core_errors))
 
-    result = run(project, "update", "--vcs-ref", V2)
+    result = run(project, "update", "--template", str(clone), "--vcs-ref", V2)
 
     assert result.exit_code == exit_codes.OK, result.output
-    assert answers_of(project)["_commit"] == V2
+    assert answers_of(project)["_commit"].startswith(f"v{V2}-0-g")
     assert README_FIX in (project / "README.md").read_text()
     assert not (project / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
+    assert (answers_of(project)["lanes"], answers_of(project)["queue_namespace"]) == (
+        "critical,default",
+        "ventas",
+    )
     commit_all(project, "Update to v2")
-    result = run(project, "check")
-    assert result.exit_code == exit_codes.UPDATE_AVAILABLE
-    assert f"latest:    {v3}" in result.output
+    result = run(project, "check", "--template", str(clone))
+    assert result.exit_code == exit_codes.UPDATE_AVAILABLE, result.output
+    assert f"latest:    v{V3}" in result.output
 
 
 def test_an_update_never_removes_a_file_the_user_owns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
+    project = new_project(tmp_path, monkeypatch)
     hello = project / "billing" / "jobs" / "hello.py"
     before = hello.read_text()
     git(
-        repo,
+        clone,
         "rm",
         "-q",
         "template/{{package_name}}/jobs/hello.py.jinja",
         "template/tests/jobs/test_hello.py.jinja",
     )
-    release(repo, V2, ("README.md.jinja", fix_readme))
+    make_release(clone, V2, ("README.md.jinja", fix_readme))
 
-    result = run(project, "update")
+    result = run(project, "update", "--template", str(clone))
 
     assert result.exit_code == exit_codes.OK, result.output
     assert hello.read_text() == before
@@ -348,17 +242,41 @@ def test_an_update_never_removes_a_file_the_user_owns(
     assert README_FIX in (project / "README.md").read_text()
 
 
-def test_plain_copier_update_works_in_a_project_from_workergen_new(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_project_recording_a_release_by_its_tag_is_found_without_the_tag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
+    """Projects made by workergen 0.1.0 record `_commit: v0.1.0`, a tag no clone has."""
+    first = parse_releases((REPO_ROOT / "RELEASES").read_text())[-1]
+    project = tmp_path / "billing"
+    result = new_from(clone, project, first.tag)
+    assert result.exit_code == 0, result.output
+    answers = (project / ".copier-answers.yml").read_text()
+    (project / ".copier-answers.yml").write_text(
+        "\n".join(
+            f"_commit: {first.tag}" if line.startswith("_commit:") else line
+            for line in answers.splitlines()
+        )
+        + "\n"
+    )
+    git(project, "init", "-q")
+    commit_all(project, "Generated by 0.1.0")
+
+    result = run(project, "check", "--template", str(clone))
+    assert f"current:   {first.tag}-0-g{first.commit[:12]}" in result.output, result.output
+    result = run(project, "diff", "--template", str(clone))
+    assert result.exit_code == 0, result.output
+    assert "No differences" in result.output
+
+
+def test_plain_copier_update_works_where_the_recorded_source_is_reachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
+):
+    project = new_project(tmp_path, monkeypatch, src=str(clone))
     # Another machine: the project moves; nothing in it points at this checkout.
     moved = tmp_path / "elsewhere" / "billing"
     moved.parent.mkdir()
     shutil.move(project, moved)
-    monkeypatch.delenv("WORKERGEN_TEMPLATE_URL")
-    release(repo, V2, *V2_EDITS)
+    make_release(clone, V2, *TEMPLATE_FIXES)
 
     done = subprocess.run(
         [str(BIN / "copier"), "update", "--defaults", "--skip-answered", "--conflict", "inline"],
@@ -369,58 +287,101 @@ def test_plain_copier_update_works_in_a_project_from_workergen_new(
 
     assert done.returncode == 0, done.stderr
     assert README_FIX in (moved / "README.md").read_text()
-    assert answers_of(moved)["_commit"] == V2
+    assert (moved / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
     assert answers_of(moved)["lanes"] == "critical,default"
-    assert answers_of(moved)["_src_path"] == str(repo)
+    assert answers_of(moved)["_src_path"] == str(clone)
+    # copier records the commit it updated to; workergen reads it as the release.
+    commit_all(moved, "copier update")
+    result = run(moved, "check", "--template", str(clone))
+    assert result.exit_code == exit_codes.OK, result.output
+    project_tests_pass(moved)
 
 
-# --- refusals --------------------------------------------------------------------
+# --- refusals: one or two lines, a hint, exit 1, nothing changed -----------------
+
+
+def assert_refused(result, *needles: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[0].startswith("Error: "), result.output
+    assert len(lines) <= 2, result.output  # what went wrong, and what to do
+    for needle in needles:
+        assert needle in result.output, result.output
 
 
 def test_update_refuses_a_dirty_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
-    release(repo, V2, *V2_EDITS)
+    project = new_project(tmp_path, monkeypatch)
     (project / "billing" / "jobs" / "draft.py").write_text("# not committed\n")
 
     result = run(project, "update")
 
-    assert result.exit_code == 1, result.output
-    assert "uncommitted changes" in result.output
-    assert "billing/jobs/draft.py" in result.output
-    assert "Commit or stash" in result.output
-    assert answers_of(project)["_commit"] == V1
+    assert_refused(result, "uncommitted changes", "billing/jobs/draft.py", "Commit or stash")
 
 
 def test_update_refuses_a_project_git_does_not_track(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
+    project = new_project(tmp_path, monkeypatch)
     shutil.rmtree(project / ".git")
 
     result = run(project, "update")
 
-    assert result.exit_code == 1, result.output
-    assert "not tracked by git" in result.output
+    assert_refused(result, "not tracked by git", "git init")
 
 
 @pytest.mark.parametrize("command", ["update", "check", "diff"])
 def test_commands_refuse_to_run_outside_a_project(tmp_path: Path, command: str):
     result = run(tmp_path, command)
-    assert result.exit_code == 1, result.output
-    assert "not inside a project generated by workergen" in result.output
-    assert "Traceback" not in result.output
+    assert_refused(result, "not inside a project generated by workergen", "Run this command")
 
 
-def test_check_reports_an_unreadable_template_as_an_error(
+@pytest.mark.parametrize("command", ["update", "check", "diff"])
+def test_a_version_the_history_does_not_hold_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+):
+    project = new_project(tmp_path, monkeypatch)
+    answers = (project / ".copier-answers.yml").read_text()
+    recorded = answers_of(project)["_commit"]
+    (project / ".copier-answers.yml").write_text(
+        answers.replace(recorded, "v9.9.0-0-g0123456789ab")
+    )
+    commit_all(project, "A version from elsewhere")
+
+    result = run(project, command)
+
+    assert_refused(result, "'v9.9.0-0-g0123456789ab' is not in", "Install the workergen")
+
+
+@pytest.mark.parametrize("command", ["update", "check", "diff"])
+def test_an_unreachable_template_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+):
+    project = new_project(tmp_path, monkeypatch)
+
+    result = run(project, command, "--template", str(tmp_path / "no-such-repository"))
+
+    assert_refused(result, "cannot read the template history", "--template")
+
+
+def test_update_to_a_version_the_history_does_not_hold_is_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    repo = make_template_repo(tmp_path)
-    project = new_project(tmp_path, repo, monkeypatch)
-    shutil.rmtree(repo)
+    project = new_project(tmp_path, monkeypatch)
 
-    result = run(project, "check")
+    result = run(project, "update", "--vcs-ref", "v9.9.0")
 
-    assert result.exit_code == 1, result.output
-    assert "cannot read the template repository" in result.output
+    assert_refused(result, "'v9.9.0' is not in", "Pass a release it lists")
+    assert git(project, "status", "--porcelain") == ""
+
+
+def test_check_never_says_current_without_a_release_to_compare_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
+):
+    project = new_project(tmp_path, monkeypatch)
+    git(clone, "rm", "-q", "RELEASES")
+    commit_all(clone, "No releases")
+
+    result = run(project, "check", "--template", str(clone))
+
+    assert_refused(result, "lists no template release")

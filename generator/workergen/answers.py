@@ -48,6 +48,7 @@ def make_environment(envops: Mapping[str, Any] | None = None) -> SandboxedEnviro
     """The Jinja environment copier renders copier.yml with."""
     import jinja2
     from jinja2.sandbox import SandboxedEnvironment
+    from jinja2_ansible_filters import AnsibleCoreFiltersExtension
 
     options = dict(envops or {})
     undefined = options.get("undefined")
@@ -56,9 +57,7 @@ def make_environment(envops: Mapping[str, Any] | None = None) -> SandboxedEnviro
             "jinja2.Undefined": jinja2.Undefined,
             "jinja2.StrictUndefined": jinja2.StrictUndefined,
         }[undefined]
-    return SandboxedEnvironment(
-        extensions=["jinja2_ansible_filters.AnsibleCoreFiltersExtension"], **options
-    )
+    return SandboxedEnvironment(extensions=[AnsibleCoreFiltersExtension], **options)
 
 
 def cast_answer(question: Question, value: Any) -> Any:

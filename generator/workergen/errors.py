@@ -167,11 +167,9 @@ class DirtyProjectError(UserMessageError):
     """The project has uncommitted changes, which an update would mix with its own."""
 
     def __init__(self, *, project: Path, files: Sequence[str]) -> None:
-        shown = "\n".join(f"  {name}" for name in files[:20])
-        more = f"\n  ... and {len(files) - 20} more" if len(files) > 20 else ""
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
         super().__init__(
-            f"{project} has uncommitted changes; an update would mix them with its own:\n"
-            f"{shown}{more}",
+            f"{project} has uncommitted changes, which an update would mix with its own: {shown}",
             hint="Commit or stash them, then run the update again.",
         )
 
@@ -182,19 +180,45 @@ class NoTemplateVersionError(UserMessageError):
     def __init__(self, *, path: Path, missing: str) -> None:
         super().__init__(
             f"{path} records no {missing}, so the template version is unknown",
-            hint="Record the template's address as _src_path and its release tag as "
-            "_commit (see docs/updating.md).",
+            hint="Record the template's address as _src_path and its version (a release "
+            "such as v0.1.0, or a commit) as _commit (see docs/updating.md).",
         )
 
 
 class TemplateRepositoryError(UserMessageError):
-    """The template repository cannot be read with git."""
+    """The template's history cannot be read with git."""
 
-    def __init__(self, *, src_path: str, reason: str) -> None:
+    def __init__(self, *, source: str, reason: str) -> None:
         super().__init__(
-            f"cannot read the template repository {src_path}: {reason}",
-            hint="Check the address recorded as _src_path in .copier-answers.yml and "
-            "your network or credentials.",
+            f"cannot read the template history in {source}: {reason}",
+            hint="Reinstall workergen (a wheel ships the history, a checkout is its own), "
+            "or pass --template with a clone of the template repository.",
+        )
+
+
+class UnknownTemplateVersionError(UserMessageError):
+    """The project records a template version the template's history does not hold."""
+
+    def __init__(self, *, ref: str, source: str, latest: str | None, recorded: bool) -> None:
+        newest = f"its newest release is {latest}" if latest else "it records no release"
+        hint = (
+            "Install the workergen that made the project or a newer one, or pass "
+            "--template with a clone of the template repository (see docs/updating.md)."
+            if recorded
+            else "Pass a release it lists (see RELEASES) or one of its commits."
+        )
+        super().__init__(f"the template version {ref!r} is not in {source} ({newest})", hint=hint)
+
+
+class NoReleaseError(UserMessageError):
+    """The template's history lists no release to compare with."""
+
+    def __init__(self, *, source: str) -> None:
+        super().__init__(
+            f"{source} lists no template release (no RELEASES file at its HEAD), "
+            "so there is nothing to compare the project with",
+            hint="Pass --template with a clone of the template repository, whose RELEASES "
+            "file names the releases.",
         )
 
 
@@ -202,4 +226,23 @@ class UpdateFailedError(UserMessageError):
     """Copier stopped while updating or rendering a project."""
 
     def __init__(self, *, project: Path, reason: str) -> None:
-        super().__init__(f"updating {project} failed: {reason}")
+        super().__init__(
+            f"updating {project} failed: {_first_line(reason)}",
+            hint="The project was not changed.",
+        )
+
+
+class VersionRenderError(UserMessageError):
+    """The template version a project records cannot be rendered with its answers."""
+
+    def __init__(self, *, version: str, reason: str) -> None:
+        super().__init__(
+            f"cannot render template version {version} with the project's answers: "
+            f"{_first_line(reason)}",
+            hint="Check the answers in .copier-answers.yml; nothing was changed.",
+        )
+
+
+def _first_line(text: str) -> str:
+    """The first non-empty line of a message from git or copier, which may hold many."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), text)

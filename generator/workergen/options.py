@@ -89,7 +89,18 @@ VcsRef = Annotated[
     typer.Option(
         "--vcs-ref",
         metavar="REF",
-        help="Template version (a tag, branch or commit); default: the latest release.",
+        help="Template version (a release such as v0.2.0, or a commit); default: the "
+        "installed template, or the newest release of --template.",
+        show_default=False,
+    ),
+]
+HistoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--template",
+        metavar="SOURCE",
+        help="Read the template and its releases from this repository (a path, a git "
+        "address or a bundle) instead of the installed workergen.",
         show_default=False,
     ),
 ]

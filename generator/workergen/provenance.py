@@ -4,8 +4,9 @@ Copier reads `_src_path` and `_commit` from `.copier-answers.yml` to update a
 project. `workergen new` renders from the template shipped inside the
 installed package (offline), so copier would record a path that exists only on
 this machine. Instead the project records the template repository's public
-address and the release tag that matches the installed workergen: the same
-files, reachable from any machine, so plain `copier update` works there.
+address and the name of the template version it was rendered from
+(`v0.2.0-0-g<commit>`, see `workergen.releases`): a commit every clone of the
+repository holds, and that the history shipped in every later wheel holds.
 """
 
 from __future__ import annotations
@@ -17,18 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from workergen.errors import AnswersFileError
+from workergen.template_source import TemplateSource
 
 ANSWERS_FILE = ".copier-answers.yml"
 TEMPLATE_URL_ENV = "WORKERGEN_TEMPLATE_URL"
 DEFAULT_TEMPLATE_URL = "https://github.com/workergen/workergen.git"
-"""The template repository's public address; releases are its `v<version>` tags."""
+"""The template repository's public address."""
 
 _ANSWERS_HEADER = "# Changes here will be overwritten by Copier; NEVER EDIT MANUALLY\n"
 
 
 @dataclass(frozen=True)
 class Provenance:
-    """A template's address (`_src_path`) and version (`_commit`, a tag or a describe)."""
+    """A template's address (`_src_path`) and version (`_commit`, a commit of its history)."""
 
     src_path: str
     commit: str | None
@@ -39,21 +41,9 @@ def template_url() -> str:
     return os.environ.get(TEMPLATE_URL_ENV, "").strip() or DEFAULT_TEMPLATE_URL
 
 
-def installed_version() -> str:
-    """The version of the installed workergen (the template it ships has the same)."""
-    from importlib.metadata import version
-
-    return version("workergen")
-
-
-def release_tag(version: str) -> str:
-    """The git tag of a release: `v` and the PEP 440 version (`0.1.0` -> `v0.1.0`)."""
-    return f"v{version}"
-
-
-def shipped_provenance() -> Provenance:
-    """What a project rendered from the shipped template records."""
-    return Provenance(src_path=template_url(), commit=release_tag(installed_version()))
+def shipped_provenance(source: TemplateSource) -> Provenance:
+    """What a project rendered from the shipped template `source` records."""
+    return Provenance(src_path=template_url(), commit=source.describe())
 
 
 def read_answers(project: Path) -> dict[str, Any]:

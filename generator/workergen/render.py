@@ -11,12 +11,12 @@ import contextlib
 import os
 import secrets
 import shutil
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from workergen.copier_run import CopierFailedError, copy_template, failure_reason
 from workergen.errors import RenderError, TargetNotADirectoryError, TargetNotEmptyError
 from workergen.template_source import TemplateSource
 
@@ -53,7 +53,10 @@ def render_project(
     """
     target = target.absolute()
     if pretend:
-        _run_copier(source, target, answers, pretend=True)
+        try:
+            _run_copier(source, target, answers, pretend=True)
+        except CopierFailedError as error:
+            raise RenderError(target=target, reason=error.reason) from None
         return []
 
     new_dirs = _missing_dirs(target.parent)
@@ -69,8 +72,9 @@ def render_project(
         shutil.rmtree(staging, ignore_errors=True)
         for directory in new_dirs:
             _remove_if_empty(directory)
-        if _is_render_failure(error):
-            raise RenderError(target=target, reason=str(error) or type(error).__name__) from error
+        reason = failure_reason(error)
+        if reason is not None:
+            raise RenderError(target=target, reason=reason) from error
         raise
     return rendered
 
@@ -78,35 +82,9 @@ def render_project(
 def _run_copier(
     source: TemplateSource, destination: Path, answers: Mapping[str, Any], *, pretend: bool
 ) -> None:
-    # Imported here: copier is slow to import and only rendering needs it.
-    from copier import Settings, run_copy
-    from copier.errors import DirtyLocalWarning
-
-    with warnings.catch_warnings():
-        # Rendering an editable install's uncommitted template is the point.
-        warnings.simplefilter("ignore", DirtyLocalWarning)
-        run_copy(
-            str(source.path),
-            destination,
-            data=dict(answers),
-            vcs_ref=source.vcs_ref,
-            # Empty settings: the user's copier defaults must not change what
-            # the same answers render.
-            settings=Settings(),
-            defaults=True,
-            unsafe=False,
-            overwrite=True,
-            cleanup_on_error=False,
-            quiet=not pretend,
-            pretend=pretend,
-        )
-
-
-def _is_render_failure(error: BaseException) -> bool:
-    from copier.errors import CopierError
-    from jinja2 import TemplateError
-
-    return isinstance(error, CopierError | TemplateError | OSError | ValueError)
+    copy_template(
+        source.path, destination, answers, vcs_ref=source.vcs_ref, pretend=pretend, overwrite=True
+    )
 
 
 def _missing_dirs(directory: Path) -> list[Path]:

@@ -98,8 +98,9 @@ class Project:
         code = (
             f"from {self.package}.core.celery_app import app\n"
             f"from {self.package}.core.queues import qualified_queue\n"
+            f"queue = qualified_queue('default', app.settings.queue_namespace)\n"
             f"app.send_task({task!r}, args={args!r}, task_id={task_id!r},\n"
-            f"              serializer={serializer!r}, queue=qualified_queue('default'))\n"
+            f"              serializer={serializer!r}, queue=queue)\n"
         )
         done = self.python(code)
         assert done.returncode == 0, done.stderr

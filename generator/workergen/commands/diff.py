@@ -1,6 +1,7 @@
 """`workergen diff`: how the project differs from the template version it records.
 
-Renders the recorded template version with the recorded answers into a
+Renders the recorded template version (read from the installed workergen's
+template history, or from `--template`) with the recorded answers into a
 temporary directory and compares it with the project, file by file. Only
 files the template owns are compared: files the user owns once they exist
 (the template's `_skip_if_exists`: jobs, crons and their tests) are left out
@@ -13,17 +14,19 @@ from __future__ import annotations
 
 import difflib
 import tempfile
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from workergen import releases
-from workergen.errors import UpdateFailedError
+from workergen.copier_run import CopierFailedError, copy_template
+from workergen.errors import VersionRenderError
 from workergen.generated_project import GeneratedProject, find_project
-from workergen.provenance import ANSWERS_FILE, Provenance
+from workergen.options import HistoryOption
+from workergen.provenance import ANSWERS_FILE
+from workergen.releases import TemplateHistory, TemplateVersion
+from workergen.template_source import history_of
 
 AllFiles = Annotated[
     bool,
@@ -34,12 +37,16 @@ AllFiles = Annotated[
 ]
 
 
-def diff(all_files: AllFiles = False) -> None:
+def diff(all_files: AllFiles = False, template: HistoryOption = None) -> None:
     """Show the project's edits to the files the template owns, as a unified diff."""
     project = find_project(Path.cwd())
     provenance = project.provenance
-    with tempfile.TemporaryDirectory(prefix="workergen-diff-") as scratch:
-        rendered, is_user_owned = render_recorded(project, provenance, Path(scratch))
+    with (
+        history_of(template) as history,
+        tempfile.TemporaryDirectory(prefix="workergen-diff-") as scratch,
+    ):
+        base = history.version(str(provenance.commit))
+        rendered, is_user_owned = render_version(history, base, project, Path(scratch))
         found = False
         for relative in sorted(_files(rendered)):
             if relative == ANSWERS_FILE or (not all_files and is_user_owned(relative)):
@@ -48,21 +55,22 @@ def diff(all_files: AllFiles = False) -> None:
                 found = True
                 typer.echo(line, nl=False)
     if not found:
-        typer.echo(f"No differences from template {provenance.commit}.")
+        typer.echo(f"No differences from template {base.name}.")
 
 
-def render_recorded(
-    project: GeneratedProject, provenance: Provenance, scratch: Path
+def render_version(
+    history: TemplateHistory, version: TemplateVersion, project: GeneratedProject, scratch: Path
 ) -> tuple[Path, Callable[[str], bool]]:
-    """Render the project's template version with its answers into `scratch`.
+    """Render `version` of the template with the project's answers into `scratch`.
 
     Returns the rendered directory and a test telling whether a path is user-owned.
     """
-    checkout = scratch / "template"
-    releases.checkout(provenance.src_path, str(provenance.commit), checkout)
-    config = _read_config(checkout / "copier.yml")
+    config = _read_config(history.file_at(version.commit, "copier.yml"))
     rendered = scratch / "rendered"
-    _render(checkout, rendered, provenance.commit, project.user_answers)
+    try:
+        copy_template(history.path, rendered, project.user_answers, vcs_ref=version.commit)
+    except CopierFailedError as error:
+        raise VersionRenderError(version=version.name, reason=error.reason) from None
     return rendered, _user_owned_matcher(config, project.user_answers)
 
 
@@ -94,35 +102,11 @@ def _files(root: Path) -> Iterator[str]:
             yield path.relative_to(root).as_posix()
 
 
-def _read_config(copier_yml: Path) -> dict[str, Any]:
+def _read_config(text: str) -> dict[str, Any]:
     import yaml
 
-    data = yaml.safe_load(copier_yml.read_text(encoding="utf-8")) if copier_yml.is_file() else {}
+    data = yaml.safe_load(text) if text else {}
     return data if isinstance(data, dict) else {}
-
-
-def _render(
-    template: Path, destination: Path, commit: str | None, answers: Mapping[str, Any]
-) -> None:
-    # Imported here: copier is slow to import and only rendering needs it.
-    from copier import Settings, run_copy
-    from copier.errors import CopierError
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            run_copy(
-                str(template),
-                destination,
-                data=dict(answers),
-                vcs_ref=commit,
-                settings=Settings(),
-                defaults=True,
-                unsafe=False,
-                quiet=True,
-            )
-        except CopierError as error:
-            raise UpdateFailedError(project=destination, reason=str(error)) from None
 
 
 def _user_owned_matcher(

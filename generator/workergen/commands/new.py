@@ -37,9 +37,13 @@ from workergen.provenance import (
     template_url,
 )
 from workergen.questions import Question, load_questionnaire
-from workergen.releases import checkout, latest_release
 from workergen.render import RenderedFile, check_target, render_project
-from workergen.template_source import TemplateSource, locate_template
+from workergen.template_source import (
+    TemplateSource,
+    chosen_version,
+    locate_template,
+    open_history,
+)
 
 
 def terminal_is_interactive() -> bool:
@@ -67,8 +71,8 @@ def new(
 
     Questions not answered by a flag are asked on a terminal; without one,
     pass them as flags or use --defaults. The project records the template
-    repository's address and release (see docs/updating.md), so that
-    `workergen update` and `copier update` work in it on any machine.
+    repository's address and the template version (see docs/updating.md), so
+    that `workergen update` and `copier update` work in it on any machine.
     """
     target = path.expanduser().resolve()
     # Refuse a bad target before asking anything.
@@ -76,10 +80,11 @@ def new(
 
     with ExitStack() as stack:
         if template is None and vcs_ref is None:
-            source, provenance = locate_template(), shipped_provenance()
+            source = locate_template()
+            provenance: Provenance | None = shipped_provenance(source)
         else:
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workergen-")))
-            source, provenance = chosen_template(template or template_url(), vcs_ref, scratch)
+            source, provenance = chosen_template(template, vcs_ref, scratch)
         questionnaire = load_questionnaire(source.copier_yml)
         given = merge_given(
             questionnaire,
@@ -116,27 +121,27 @@ def new(
 
 
 def chosen_template(
-    src_path: str, vcs_ref: str | None, scratch: Path
+    template: str | None, vcs_ref: str | None, scratch: Path
 ) -> tuple[TemplateSource, Provenance | None]:
     """A template given by --template/--vcs-ref, checked out into `scratch`.
 
-    Returns what to render and what the project records: the address as given
-    (a local path made absolute) and the version copier describes. A local
-    directory that git does not track is rendered as it is, and records its path.
+    Without --template, the version is one of the installed template's history.
+    Without --vcs-ref, it is the newest release (the newest commit if there is
+    none). Returns what to render and what the project records: the address as
+    given (a local path made absolute) and the version's name. A local
+    directory that git does not track is rendered as it is and records its path.
     """
-    local = Path(src_path).expanduser()
-    if local.is_dir():
-        src_path = str(local.resolve())
-        if not (local / ".git").exists():
+    if template is None:
+        src_path = template_url()
+    else:
+        local = Path(template).expanduser()
+        src_path = str(local.resolve()) if local.is_dir() else template
+        if local.is_dir() and not (local / ".git").exists():
             return TemplateSource(path=local.resolve(), vcs_ref=vcs_ref), None
-    ref = vcs_ref
-    if ref is None:
-        latest = latest_release(src_path)
-        ref = latest.tag if latest else "HEAD"
-    checkout_dir = scratch / "template"
-    checkout(src_path, ref, checkout_dir)
-    # copier records the version (`git describe`) itself; only the address is replaced.
-    return TemplateSource(path=checkout_dir, vcs_ref=ref), Provenance(src_path, commit=None)
+    history = open_history(template, scratch / "template")
+    version = chosen_version(history, vcs_ref, installed=template is None)
+    checkout = history.check_out(version.commit)
+    return TemplateSource(path=checkout, vcs_ref=version.commit), Provenance(src_path, version.name)
 
 
 def _ask_on_terminal(question: Question, default: Any, validate: Any) -> Any:

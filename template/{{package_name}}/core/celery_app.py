@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
-from functools import cached_property
 from typing import Any
 
 from celery import Celery, signals
@@ -16,30 +16,46 @@ from .queues import qualified_queue
 from .settings import Settings, get_settings
 
 
-def route_by_lane(
-    name: str, args: Any, kwargs: Any, options: dict[str, Any], task: Any = None, **_: Any
-) -> dict[str, str] | None:
-    """Send a job to the namespaced queue of its lane."""
-    lane = getattr(task, "lane", None)
-    return {"queue": qualified_queue(lane)} if lane else None
+class ProjectApp(Celery):
+    """A Celery app that keeps the Settings it was built from.
+
+    Everything the core names or decides for a job (its queue, dead-letter queue,
+    locks, idempotency keys, delivery counters) reads them here, from the job's
+    own app, so two apps in one process never mix their namespaces.
+    """
+
+    def __init__(self, *args: Any, settings: Settings | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        """The app's settings; the process-wide ones, read on first use, when none were given.
+
+        Reading them late keeps importing the project (and every job module) free
+        of settings: `--help` works with bad ones, and the command that needs them
+        reports a bad one inside the CLI's error boundary, as a message.
+        """
+        if self._settings is None:
+            self._settings = get_settings()
+        return self._settings
+
+    def __reduce_keys__(self) -> dict[str, Any]:
+        return {**super().__reduce_keys__(), "settings": self._settings}
 
 
 class ConfigFromSettings(Mapping[str, Any]):
-    """Celery's configuration, built from the settings when Celery first reads it.
+    """Celery's configuration from the app's settings, built when Celery first reads it."""
 
-    Importing the app (and every job module) reads no setting, so `--help`
-    works with bad settings and a bad one is reported by the command that
-    needs it, inside the CLI's error boundary, as a message.
-    """
+    def __init__(self, app: ProjectApp) -> None:
+        self._app = app
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self._settings = settings
-
-    @cached_property
+    @functools.cached_property
     def _config(self) -> dict[str, Any]:
+        settings = self._app.settings
         return {
-            **build_config(self._settings or get_settings()),
-            "task_routes": (route_by_lane,),
+            **build_config(settings),
+            "task_routes": (functools.partial(route_by_lane, namespace=settings.queue_namespace),),
             "include": job_modules(),
         }
 
@@ -53,13 +69,28 @@ class ConfigFromSettings(Mapping[str, Any]):
         return len(self._config)
 
 
-def create_app(settings: Settings | None = None) -> Celery:
+def route_by_lane(
+    name: str,
+    args: Any,
+    kwargs: Any,
+    options: dict[str, Any],
+    task: Any = None,
+    *,
+    namespace: str,
+    **_: Any,
+) -> dict[str, str] | None:
+    """Send a job to its lane's queue under `namespace`."""
+    lane = getattr(task, "lane", None)
+    return {"queue": qualified_queue(lane, namespace)} if lane else None
+
+
+def create_app(settings: Settings | None = None) -> ProjectApp:
     """Build the Celery app from settings; jobs and crons are discovered, not listed.
 
     Without settings, the process-wide ones are read when the app is first used.
     """
-    celery_app = Celery(project.PACKAGE)
-    celery_app.config_from_object(ConfigFromSettings(settings))
+    celery_app = ProjectApp(project.PACKAGE, settings=settings)
+    celery_app.config_from_object(ConfigFromSettings(celery_app))
     return celery_app
 
 

@@ -106,6 +106,7 @@ def queue_work(
         prefetch=prefetch,
         pidfile=pidfile,
         hostname=hostname,
+        namespace=settings.queue_namespace,
     )
     if choice.note:
         logging.getLogger(project.PACKAGE).warning(choice.note)
@@ -165,10 +166,13 @@ def queue_dispatch(
 def queue_lanes() -> None:
     """List the lanes and the queues they map to under QUEUE_NAMESPACE."""
     from .queues import dead_letter_queue, qualified_queue
+    from .settings import get_settings
 
+    namespace = get_settings().queue_namespace
     for lane in project.LANES:
         typer.echo(
-            f"{lane:<12} queue={qualified_queue(lane)}  dead-letter={dead_letter_queue(lane)}"
+            f"{lane:<12} queue={qualified_queue(lane, namespace)}  "
+            f"dead-letter={dead_letter_queue(lane, namespace)}"
         )
 
 

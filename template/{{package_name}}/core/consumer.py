@@ -22,7 +22,6 @@ from .deliveries import (
     message_task,
     redelivered,
 )
-from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +31,14 @@ class DeadLetterConsumer(Consumer):
 
     def create_task_handler(self, *args: Any, **kwargs: Any) -> Any:
         handle = super().create_task_handler(*args, **kwargs)
-        settings = get_settings()
+        settings = self.app.settings
         if settings.broker_kind == "amqp":
             # Before the first message is handled (and maybe rejected), so the
             # broker has a dead-letter queue to route it to.
             channel = self.connection.default_channel
             for queue in dead_letter_queues(settings):
                 queue.bind(channel).declare()
-        counter = delivery_counter()
+        counter = delivery_counter(self.app)
         limit = settings.task_max_deliveries
 
         def on_task_received(message: Any) -> Any:
@@ -81,12 +80,16 @@ class DeadLetterConsumer(Consumer):
         self._give_up(message, reason=UNKNOWN_TASK, exception=f"NotRegistered({name!r})")
 
     def _give_up(self, message: Any, *, reason: str, exception: str, attempts: int = 1) -> None:
-        if dead_letter_message(message, reason=reason, exception=exception, attempts=attempts):
-            forget_deliveries(message)
+        if dead_letter_message(
+            self.app, message, reason=reason, exception=exception, attempts=attempts
+        ):
+            forget_deliveries(self.app, message)
             return
         # Not recorded: RabbitMQ dead-letters a rejected message itself; on
         # Redis the message goes back to its lane rather than being lost; on
         # SQS it stays in its queue, bounded by the redrive policy.
         message.reject_log_error(
-            log, self.connection_errors, requeue=get_settings().broker_kind not in ("amqp", "sqs")
+            log,
+            self.connection_errors,
+            requeue=self.app.settings.broker_kind not in ("amqp", "sqs"),
         )

@@ -6,12 +6,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from celery import Celery
 from celery.schedules import schedule as Schedule
 
 from .celery_app import app
 from .jobs import Job, _as_function, default_job_name, time_limit_options
 from .queues import DEFAULT_LANE, check_lane, qualified_queue
-from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +19,9 @@ log = logging.getLogger(__name__)
 LOCK_MARGIN = 30
 
 
-def overlap_lock_key(name: str) -> str:
+def overlap_lock_key(name: str, namespace: str) -> str:
     """`cron-lock:<namespace>.<cron name>`: namespaced like every queue."""
-    return f"cron-lock:{qualified_queue(name)}"
+    return f"cron-lock:{qualified_queue(name, namespace)}"
 
 
 class CronTask(Job):
@@ -34,17 +34,24 @@ class CronTask(Job):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.without_overlapping or self.request.called_directly:
             return super().__call__(*args, **kwargs)
-        from .locks import ExpiringLock
+        from redis.exceptions import LockNotOwnedError
 
-        limit = self.time_limit or get_settings().task_time_limit
-        lock = ExpiringLock(overlap_lock_key(self.name), ttl=limit + LOCK_MARGIN)
+        from .locks import expiring_lock
+
+        settings = self.app.settings
+        limit = self.time_limit or settings.task_time_limit
+        key = overlap_lock_key(self.name, settings.queue_namespace)
+        lock = expiring_lock(settings, key, ttl=limit + LOCK_MARGIN)
         if not lock.acquire():
-            log.warning("cron %s skipped: the previous run still holds %s", self.name, lock.key)
+            log.warning("cron %s skipped: the previous run still holds %s", self.name, key)
             return None
         try:
             return super().__call__(*args, **kwargs)
         finally:
-            lock.release()
+            try:
+                lock.release()
+            except LockNotOwnedError:  # it expired, and maybe a later run holds it now
+                log.warning("cron %s outlived its lock %s", self.name, key)
 
 
 def cron_task(
@@ -76,13 +83,13 @@ def cron_task(
     return register
 
 
-def registered_crons() -> dict[str, CronTask]:
-    """Every cron of the project (imports jobs/ and crons/ first), by name."""
+def registered_crons(celery_app: Celery = app) -> dict[str, CronTask]:
+    """Every cron of an app (imports jobs/ and crons/ first), by name."""
     from .discovery import import_jobs
 
     import_jobs()
     return {
         task_name: task
-        for task_name, task in sorted(app.tasks.items())
+        for task_name, task in sorted(celery_app.tasks.items())
         if isinstance(task, CronTask)
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from billiard.common import human_status
@@ -34,20 +34,20 @@ from .deadletter import (
 from .deliveries import forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
 from .queues import lane_of_queue
-from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
 WORKER_LOST = "worker-lost"
 
 
-@lru_cache(maxsize=1)
-def dead_letter_store() -> DeadLetterStore:
-    """The worker process's dead-letter store."""
-    return store_for(get_settings())
+@cache
+def dead_letter_store(celery_app: Any) -> DeadLetterStore:
+    """The dead-letter store of an app's broker, one per app and process."""
+    return store_for(celery_app.settings)
 
 
 def dead_letter_message(
+    celery_app: Any,
     message: Any,
     *,
     reason: str,
@@ -60,7 +60,7 @@ def dead_letter_message(
     When the store cannot take it, the message is left unacknowledged for the
     caller to requeue or reject, never dropped.
     """
-    release_dead_lettered(message)
+    release_dead_lettered(celery_app, message)
     headers = message.headers or {}
     delivery = message.delivery_info or {}
     letter = letter_from_message(
@@ -68,7 +68,7 @@ def dead_letter_message(
         headers=headers,
         content_type=message.content_type,
         content_encoding=message.content_encoding,
-        lane=lane_of_queue(delivery.get("routing_key")),
+        lane=lane_of_queue(delivery.get("routing_key"), celery_app.settings.queue_namespace),
         reason=reason,
         exception=exception,
         traceback=traceback,
@@ -77,7 +77,7 @@ def dead_letter_message(
         fallback_id=(message.properties or {}).get("message_id"),
     )
     try:
-        dead_letter_store().record(letter)
+        dead_letter_store(celery_app).record(letter)
     except Exception:
         log.critical("Could not record dead letter %s; giving it back.", letter.id, exc_info=True)
         return False
@@ -153,9 +153,9 @@ class DeadLetterRequest(Request):
         reason, exception, traceback = self._ending or (REJECTED, None, None)
         if requeue and reason == WORKER_LOST:
             deliveries = getattr(self._message, "deliveries", None)
-            if deliveries is None or deliveries < get_settings().task_max_deliveries:
+            if deliveries is None or deliveries < self.app.settings.task_max_deliveries:
                 # Another delivery may succeed (or the broker counts, on quorum queues).
-                return super().reject(requeue=give_back_requeues())
+                return super().reject(requeue=give_back_requeues(self.app.settings))
             reason = DELIVERY_LIMIT
             exception = (
                 f"The worker process running it was lost on each of {deliveries} deliveries "
@@ -163,12 +163,12 @@ class DeadLetterRequest(Request):
             )
         elif requeue and reason != TIME_LIMIT:
             # The job asked for it: Reject(requeue=True).
-            return super().reject(requeue=give_back_requeues())
+            return super().reject(requeue=give_back_requeues(self.app.settings))
         self._dead_letter(reason, exception, traceback)
 
     def acknowledge(self) -> None:
         if not self.acknowledged:
-            forget_deliveries(self._message)
+            forget_deliveries(self.app, self._message)
         super().acknowledge()
 
     def _lost_process(self) -> ExceptionInfo | None:
@@ -198,6 +198,7 @@ class DeadLetterRequest(Request):
 
     def _dead_letter(self, reason: str, exception: str | None, traceback: str | None) -> None:
         if dead_letter_message(
+            self.app,
             self._message,
             reason=reason,
             exception=exception,
@@ -205,10 +206,10 @@ class DeadLetterRequest(Request):
             attempts=self._attempts(),
         ):
             self.acknowledged = True
-            forget_deliveries(self._message)
+            forget_deliveries(self.app, self._message)
             self.send_event("task-rejected", requeue=False)
-        elif get_settings().broker_kind == "amqp":
+        elif self.app.settings.broker_kind == "amqp":
             # The broker routes it to the lane's dead-letter queue itself.
             super().reject(requeue=False)
         else:
-            super().reject(requeue=give_back_requeues())
+            super().reject(requeue=give_back_requeues(self.app.settings))

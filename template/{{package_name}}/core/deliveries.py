@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import redis
 
 from . import project
 from .queues import qualified_queue
-from .settings import Settings, get_settings
+from .settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,10 @@ def counts_deliveries(settings: Settings) -> bool:
     return settings.broker_kind == "amqp" and project.QUEUE_TYPE != "quorum"
 
 
-@lru_cache(maxsize=1)
-def delivery_counter() -> DeliveryCounter | None:
-    """The process's counter, or None when the broker counts (or nothing can)."""
-    settings = get_settings()
+@cache
+def delivery_counter(celery_app: Any) -> DeliveryCounter | None:
+    """An app's counter (one per process), or None when the broker counts (or nothing can)."""
+    settings = celery_app.settings
     if not counts_deliveries(settings):
         return None
     url = settings.effective_broker_url if settings.broker_kind == "redis" else None
@@ -79,11 +79,11 @@ def delivery_counter() -> DeliveryCounter | None:
     )
 
 
-def forget_deliveries(message: Any) -> None:
+def forget_deliveries(celery_app: Any, message: Any) -> None:
     """The job is done or dead-lettered: drop its counter, if it was delivered again."""
     if (getattr(message, "deliveries", None) or 1) < 2:
         return
-    counter = delivery_counter()
+    counter = delivery_counter(celery_app)
     task_id, retries = message_task(message)
     if counter is not None and task_id:
         counter.forget(task_id, retries)
@@ -109,7 +109,7 @@ def broker_deliveries(message: Any) -> int | None:
     return int(count) if count else None
 
 
-def give_back_requeues() -> bool:
+def give_back_requeues(settings: Settings) -> bool:
     """Whether giving a message back for another delivery is a requeue.
 
     Not on SQS: a requeue there publishes a fresh copy whose receive count starts
@@ -117,4 +117,4 @@ def give_back_requeues() -> bool:
     redrive policy makes kombu keep it) and SQS delivers it again after the
     visibility timeout, counting the receive.
     """
-    return get_settings().broker_kind != "sqs"
+    return settings.broker_kind != "sqs"

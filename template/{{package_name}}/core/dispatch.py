@@ -9,17 +9,20 @@ from contextlib import contextmanager
 from kombu.exceptions import OperationalError
 
 from .errors import QueueUnavailableError
-from .settings import get_settings
+from .settings import Settings, get_settings
 
 BROKER_ERRORS: tuple[type[BaseException], ...] = (OperationalError, ConnectionError, socket.error)
 
 
 @contextmanager
-def broker_guard() -> Iterator[None]:
-    """Raise QueueUnavailableError, with what to do, when the broker cannot take a message."""
+def broker_guard(settings: Settings | None = None) -> Iterator[None]:
+    """Raise QueueUnavailableError, with what to do, when the broker cannot take a message.
+
+    The message names the broker of `settings` (a job's app passes its own),
+    else of the process's settings.
+    """
     try:
         yield
     except BROKER_ERRORS as exc:
-        raise QueueUnavailableError(
-            broker=get_settings().safe_broker_url, reason=str(exc) or type(exc).__name__
-        ) from exc
+        broker = (settings or get_settings()).safe_broker_url
+        raise QueueUnavailableError(broker=broker, reason=str(exc) or type(exc).__name__) from exc

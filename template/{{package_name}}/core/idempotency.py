@@ -53,7 +53,6 @@ from celery.exceptions import Retry
 
 from .deliveries import message_task
 from .queues import qualified_queue
-from .settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +71,19 @@ def derive_key(task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def storage_key(task_name: str, key: str) -> str:
-    return f"idempotency:{qualified_queue(task_name)}:{key}"
+def storage_key(task_name: str, key: str, namespace: str) -> str:
+    return f"idempotency:{qualified_queue(task_name, namespace)}:{key}"
 
 
 def job_key(
-    task_name: str, explicit: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    task_name: str,
+    namespace: str,
+    explicit: str | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> str:
     """Where a job's state lives: under its explicit key, else a hash of its arguments."""
-    return storage_key(task_name, explicit or derive_key(task_name, args, kwargs))
+    return storage_key(task_name, explicit or derive_key(task_name, args, kwargs), namespace)
 
 
 def explicit_key(request: Any) -> str | None:
@@ -234,17 +237,17 @@ def run_once(
     """Run `run()` unless this key's work is done or another delivery is working on it."""
     from .locks import delete_if_held, lock_client, replace_if_held
 
-    settings = get_settings()
+    settings = task.app.settings
     request = task.request
     task_id, attempt = str(request.id), request.retries or 0
-    key = job_key(task.name, explicit_key(request), args, kwargs)
+    key = job_key(task.name, settings.queue_namespace, explicit_key(request), args, kwargs)
     claim = str(Claim(RUNNING, task_id, attempt, this_process()))
     ttl = (
         (task.time_limit or settings.task_time_limit)
         + settings.task_retry_backoff_max
         + CLAIM_MARGIN
     )
-    client = lock_client()
+    client = lock_client(settings)
     with _claiming:
         if not _claim(task, client, key, claim, ttl):
             return None
@@ -266,7 +269,7 @@ def run_once(
     return result
 
 
-def release_dead_lettered(message: Any) -> None:
+def release_dead_lettered(celery_app: Any, message: Any) -> None:
     """A dead-lettered job's work did not happen: free the key it still claims.
 
     A job whose process died (hard time limit, crash on every delivery) cannot
@@ -274,10 +277,9 @@ def release_dead_lettered(message: Any) -> None:
     skipped as a duplicate until the claim expired. Only a claim of this task id
     is deleted, and only if unchanged: `done` or another delivery's claim stays.
     """
-    from .celery_app import app
     from .locks import delete_if_held, lock_client
 
-    task = app.tasks.get((message.headers or {}).get("task"))
+    task = celery_app.tasks.get((message.headers or {}).get("task"))
     task_id, _ = message_task(message)
     # Only JSON is decoded here: refused content (pickle) never is.
     if not getattr(task, "idempotent", False) or message.content_type != "application/json":
@@ -286,8 +288,11 @@ def release_dead_lettered(message: Any) -> None:
         args, kwargs, _embed = message.decode()
     except Exception:  # not a task body: its claim expires by itself
         return
-    key = job_key(task.name, explicit_key(message), tuple(args), dict(kwargs))
-    client = lock_client()
+    settings = celery_app.settings
+    key = job_key(
+        task.name, settings.queue_namespace, explicit_key(message), tuple(args), dict(kwargs)
+    )
+    client = lock_client(settings)
     try:
         found = client.get(key)
         value = found.decode() if found is not None else ""

@@ -66,9 +66,10 @@ class Job(Task):
         It may have been dispatched to another lane than the job's own, and
         delayed routing keys carry a prefix.
         """
-        lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"))
+        namespace = self.app.settings.queue_namespace
+        lane = lane_of_queue((self.request.delivery_info or {}).get("routing_key"), namespace)
         if lane and "queue" not in options:
-            options["queue"] = qualified_queue(lane)
+            options["queue"] = qualified_queue(lane, namespace)
         return options
 
     def dispatch(self, *args: Any, **kwargs: Any) -> AsyncResult:
@@ -89,8 +90,8 @@ class Job(Task):
         if idempotency_key is not None:
             options["headers"] = {**options.get("headers", {}), "idempotency_key": idempotency_key}
         if lane is not None:
-            options["queue"] = qualified_queue(check_lane(lane))
-        with broker_guard():
+            options["queue"] = qualified_queue(check_lane(lane), self.app.settings.queue_namespace)
+        with broker_guard(self.app.settings):
             return self.apply_async(args=tuple(args), kwargs=kwargs or {}, **options)
 
     def check_arguments(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
@@ -189,6 +190,7 @@ def job(
                 backoff=backoff,
                 backoff_max=backoff_max,
                 jitter=jitter,
+                settings=app.settings,
             ),
             **options,
         }

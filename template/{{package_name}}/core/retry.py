@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .settings import get_settings
+from .settings import Settings, get_settings
 
 
 def retry_policy(
@@ -14,14 +14,17 @@ def retry_policy(
     backoff: int | None = None,
     backoff_max: int | None = None,
     jitter: bool = True,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """Celery task options that retry `retry_for` errors; unset values come from settings.
+    """Celery task options that retry `retry_for` errors.
 
     Retry N waits about backoff * 2**(N-1) seconds, never more than backoff_max;
     with jitter the wait is drawn at random below that, so retries of many tasks
     do not hit a recovering service at once. Errors not listed fail at once.
+    Unset values come from `settings` (a job's app passes its own), else from
+    the process's settings.
     """
-    settings = get_settings()
+    settings = settings or get_settings()
     backoff = settings.task_retry_backoff if backoff is None else backoff
     return {
         "autoretry_for": tuple(retry_for),

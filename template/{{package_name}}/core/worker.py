@@ -35,7 +35,7 @@ def worker_argv(
     prefetch: int | None = None,
     pidfile: Path | None = None,
     hostname: str | None = None,
-    namespace: str | None = None,
+    namespace: str,
 ) -> list[str]:
     """The `celery worker` arguments; the worker never runs the scheduler."""
     argv = [

@@ -261,11 +261,12 @@ def replay_headers(letter: DeadLetter) -> dict[str, Any]:
     return {**kept, "replayed_from": letter.id}
 
 
-def send_again(letter: DeadLetter) -> str:
+def send_again(letter: DeadLetter, settings: Settings) -> str:
     """Publish the job of a dead letter on its lane as a new task; returns its id.
 
-    The publish returns once the broker has the message (Redis: the push is
-    done; RabbitMQ: publisher confirm; SQS: SendMessage answered).
+    The queue is the lane's under the namespace of `settings`. The publish
+    returns once the broker has the message (Redis: the push is done;
+    RabbitMQ: publisher confirm; SQS: SendMessage answered).
     """
     import uuid
 
@@ -276,13 +277,13 @@ def send_again(letter: DeadLetter) -> str:
     if not letter.replayable:
         raise NotReplayableError(letter_id=letter.id)
     new_id = str(uuid.uuid4())
-    with broker_guard():
+    with broker_guard(settings):
         app.send_task(
             letter.task_name,
             args=letter.args,
             kwargs=letter.kwargs,
             task_id=new_id,
-            queue=qualified_queue(letter.lane or DEFAULT_LANE),
+            queue=qualified_queue(letter.lane or DEFAULT_LANE, settings.queue_namespace),
             headers=replay_headers(letter),
         )
     return new_id

@@ -122,7 +122,7 @@ class AmqpDeadLetterStore(DeadLetterStore):
                 try:
                     for message, letter in self._scan(channel, lane):
                         if letter.id == letter_id:
-                            new_id = send_again(letter)  # confirmed by the broker
+                            new_id = send_again(letter, self.settings)  # confirmed by the broker
                             message.ack()
                             return new_id
                 finally:
@@ -137,7 +137,7 @@ class AmqpDeadLetterStore(DeadLetterStore):
                 try:
                     for message, letter in self._scan(channel, name):
                         if letter.replayable:
-                            replayed.append(send_again(letter))
+                            replayed.append(send_again(letter, self.settings))
                             message.ack()
                 finally:
                     channel.close()

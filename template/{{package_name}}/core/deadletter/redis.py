@@ -67,7 +67,7 @@ class RedisDeadLetterStore(DeadLetterStore):
 
     def replay(self, letter_id: str) -> str:
         key, letter = self._find(letter_id)
-        new_id = send_again(letter)  # returns once Redis holds the new message
+        new_id = send_again(letter, self.settings)  # returns once Redis holds the new message
         with self._guard():
             self.client.hdel(key, letter_id)
         return new_id

@@ -169,7 +169,7 @@ class SqsDeadLetterStore(DeadLetterStore):
 
     def replay(self, letter_id: str) -> str:
         with self._found(letter_id) as item:
-            new_id = send_again(item.letter)  # returns once SQS answered SendMessage
+            new_id = send_again(item.letter, self.settings)  # returns once SQS answered SendMessage
             with self._guard():
                 self._delete(item)
         return new_id

@@ -1,0 +1,144 @@
+"""Every package the code imports is declared where it is used, and the generated
+projects' dependency ranges have one source: the template (the root `project` extra and
+constraints/oldest.txt are held to it here)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from collections.abc import Iterable
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ROOT_PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+OLDEST = REPO_ROOT / "constraints" / "oldest.txt"
+PACKAGE = "billing"
+# The answers of the render matrix's projects, so the renders are shared with it.
+BROKER_ANSWERS = {
+    "redis": {"broker": "redis"},
+    "rabbitmq": {"broker": "rabbitmq", "rabbitmq_queue_type": "classic"},
+    "sqs": {"broker": "sqs"},
+}
+# Imported only inside the functions that run for an SQS broker: a project on
+# another broker never imports them, and does not depend on them.
+SQS_ONLY = {"boto3", "botocore"}
+
+
+def imports(files: Iterable[Path]) -> tuple[set[str], set[str]]:
+    """Top-level names of the absolute imports in these files: (module level, anywhere)."""
+    module_level: set[str] = set()
+    anywhere: set[str] = set()
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path))
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found = {name.partition(".")[0] for name in names}
+            anywhere |= found
+            if id(node) in top:
+                module_level |= found
+    return module_level, anywhere
+
+
+def python_files(*folders: Path) -> list[Path]:
+    return [p for folder in folders for p in folder.rglob("*.py") if "__pycache__" not in p.parts]
+
+
+def third_party(modules: set[str], first_party: set[str]) -> set[str]:
+    """The distributions that provide the imported modules (not the standard library's)."""
+    provided_by = packages_distributions()
+    found = set()
+    for module in sorted(modules - set(sys.stdlib_module_names) - first_party):
+        assert module in provided_by, f"no installed distribution provides {module!r}"
+        found |= {canonicalize_name(name) for name in provided_by[module]}
+    return found
+
+
+def names(requirements: Iterable[str]) -> set[str]:
+    return {canonicalize_name(Requirement(line).name) for line in requirements}
+
+
+def rendered_dependencies(project: Path) -> tuple[list[str], list[str]]:
+    """A generated project's (dependencies, dev extra)."""
+    table = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    return table["dependencies"], table["optional-dependencies"]["dev"]
+
+
+def ranges(requirements: Iterable[str]) -> dict[str, tuple[str, frozenset[str]]]:
+    """Name -> (version range, extras)."""
+    found = {}
+    for line in requirements:
+        requirement = Requirement(line)
+        found[canonicalize_name(requirement.name)] = (
+            str(requirement.specifier),
+            frozenset(requirement.extras),
+        )
+    return found
+
+
+def test_the_generator_tests_and_tools_import_only_what_the_root_declares() -> None:
+    extras = ROOT_PROJECT["optional-dependencies"]
+    runtime = names(ROOT_PROJECT["dependencies"])
+    _, generator = imports(python_files(REPO_ROOT / "generator"))
+    assert third_party(generator, {"workergen"}) - runtime == set()
+
+    build_hooks = list(REPO_ROOT.glob("*.py"))
+    _, tools = imports([*python_files(REPO_ROOT / "tests", REPO_ROOT / "bench"), *build_hooks])
+    declared = runtime | names(extras["project"]) | names(extras["dev"])
+    first_party = {"workergen", "support", "conftest"}
+    assert third_party(tools, first_party) - declared == set()
+
+
+@pytest.mark.parametrize("broker", BROKER_ANSWERS)
+def test_a_generated_project_imports_only_what_it_declares(render, broker: str) -> None:
+    project = render(**BROKER_ANSWERS[broker], result_backend="none", queue_namespace="")
+    dependencies, dev = rendered_dependencies(project)
+    optional = set() if broker == "sqs" else SQS_ONLY
+
+    top, anywhere = imports(python_files(project / PACKAGE))
+    assert top & SQS_ONLY == set(), "boto3/botocore must be imported only on SQS's paths"
+    assert third_party(anywhere, {PACKAGE}) - optional - names(dependencies) == set()
+
+    _, tests = imports(python_files(project / "tests"))
+    assert third_party(tests, {PACKAGE}) - names(dependencies) - names(dev) == set()
+
+
+def test_the_root_project_extra_has_the_generated_projects_ranges(render) -> None:
+    merged: dict[str, tuple[str, frozenset[str]]] = {}
+    for broker, answers in BROKER_ANSWERS.items():
+        project = render(**answers, result_backend="none", queue_namespace="")
+        for name, (versions, extras) in ranges(rendered_dependencies(project)[0]).items():
+            seen = merged.get(name, (versions, frozenset()))
+            assert seen[0] == versions, f"{name}: {versions} on {broker}, {seen[0]} elsewhere"
+            merged[name] = (versions, seen[1] | extras)
+    assert ranges(ROOT_PROJECT["optional-dependencies"]["project"]) == merged
+
+
+def test_celery_and_kombu_are_bounded_and_ci_pins_their_oldest_releases() -> None:
+    project = ranges(ROOT_PROJECT["optional-dependencies"]["project"])
+    pins = {}
+    for line in OLDEST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[canonicalize_name(name)] = version.strip()
+    for name in ("celery", "kombu"):
+        specifier = Requirement(f"{name}{project[name][0]}").specifier
+        assert {spec.operator for spec in specifier} == {">=", "<"}, (name, str(specifier))
+        assert name in pins, f"{name} has no oldest release in {OLDEST.name}"
+    for name, version in pins.items():
+        assert name in project, f"{OLDEST.name} pins {name}, which projects do not depend on"
+        specifier = Requirement(f"{name}{project[name][0]}").specifier
+        lowest = {Version(spec.version) for spec in specifier if spec.operator == ">="}
+        assert lowest == {Version(version)}, f"{name}: {OLDEST.name} pins {version}, not {lowest}"
