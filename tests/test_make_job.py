@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from support.scaffolding import ENTRY_POINTS, PACKAGE, project_copy, run_make, snapshot
 
@@ -112,11 +114,19 @@ def test_dry_run_reports_and_writes_nothing(entry: str, project: Path):
 
 
 def test_add_lane_updates_the_answer_and_the_lanes_together(entry: str, project: Path):
+    answers_before = yaml.safe_load((project / ".copier-answers.yml").read_text())
+
     result = run_make(entry, project, "make:job", "Mail", "--queue", "emails", "--add-lane")
 
     assert result.exit_code == 0, result.output
     assert "updated .copier-answers.yml" in result.output
-    assert "lanes: critical,default,batch,emails" in (project / ".copier-answers.yml").read_text()
+    answers = (project / ".copier-answers.yml").read_text()
+    assert "lanes: critical,default,batch,emails" in answers
+    assert yaml.safe_load(answers) == {**answers_before, "lanes": "critical,default,batch,emails"}
+    assert (
+        'LANES: tuple[str, ...] = ("critical", "default", "batch", "emails")\n'
+        in (project / "billing/core/project.py").read_text()
+    )
     lanes = subprocess.run(
         [sys.executable, "-m", PACKAGE, "queue", "lanes"],
         cwd=project,
@@ -160,6 +170,9 @@ def test_a_local_stub_overrides_the_template_stub(entry: str, project: Path):
     assert (project / "billing/jobs/invoice.py").read_text().startswith("# house style\n")
 
 
+LONG_LANE = "exports-to-the-data-warehouse-every-night"
+
+
 def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path):
     project = project_copy(render(broker="redis"), tmp_path / "billing")
     for command in [
@@ -167,8 +180,11 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
         ("make:job", "billing/refund", "--idempotent", "--max-retries", "2"),
         ("make:job", "ReconcileLedgerWithBank", "--retry-for", "ConnectionError,TimeoutError"),
         ("make:job", "Notify", "--queue", "emails", "--add-lane"),
+        ("make:job", "Export", "--queue", LONG_LANE, "--add-lane"),
+        ("make:job", "Pay", "--retry-for", "billing.core.errors.QueueUnavailableError"),
         ("make:cron", "PurgeSessions", "--schedule", "*/5 * * * *"),
         ("make:cron", "reports/weekly", "--schedule", 'weekly("fri", at="18:30")'),
+        ("make:cron", "Quarterly", "--schedule", "0 6 1 jan,apr,jul,oct *"),
         ("make:cron", "Tidy", "--schedule", "every_minutes(10)", "--queue", "maint", "--add-lane"),
     ]:
         result = run_make("project", project, *command)
@@ -198,7 +214,9 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
         timeout=300,
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert "16 passed" in tested.stdout  # 2 per generated file + hello's 2
+    assert "22 passed" in tested.stdout  # 2 per generated file + hello's 2
+    lanes = (project / "billing/core/project.py").read_text()
+    assert f'    "{LONG_LANE}",\n    "maint",\n)\n' in lanes, lanes  # too long for one line
 
 
 # --- refusals: exit 1, a message that says what to do, and no file touched ---
@@ -221,8 +239,19 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
         (("invoice", "--queue", "nope"), "unknown lane 'nope'; the project's lanes are: critical"),
         (("invoice", "--queue", "Bad Lane", "--add-lane"), "cannot be a lane"),
         (("invoice", "--queue", "x-dlq", "--add-lane"), "cannot be a lane"),
+        # The lane rule of the questions: no lane named after a transport's own key.
+        (("invoice", "--queue", "unacked", "--add-lane"), "'unacked' is reserved"),
         (("invoice", "--retry-for", "NotAnError"), "is not a built-in exception"),
         (("invoice", "--retry-for", "os.path/x"), "is not an exception name"),
+        (("invoice", "--retry-for", "os.nope"), "'os.nope' is not an exception class of os"),
+        (("invoice", "--retry-for", "os.getcwd"), "'os.getcwd' is not an exception class of os"),
+        (("invoice", "--retry-for", "nosuchmod.Error"), "cannot import nosuchmod"),
+        (("invoice", "--retry-for", "ConnectionError,os.nope"), "'os.nope' is not"),
+        (("invoice", "--retry-for", "os.class.Error"), "is not an exception name"),
+        (("invoice", "--retry-for", "log.Error"), "would be hidden"),
+        (("invoice", "--queue", "newlane\n", "--add-lane"), "'newlane\\n' cannot be a lane"),
+        (("invoice", "--queue", "new\nlane", "--add-lane"), "cannot be a lane"),
+        (("invoice", "--queue", 'x")\nimport os\n("', "--add-lane"), "cannot be a lane"),
     ],
 )
 def test_refusals_exit_1_and_write_nothing(entry: str, project: Path, args, says):
@@ -267,7 +296,7 @@ def test_outside_a_project_it_says_so(entry: str, project: Path, tmp_path: Path)
     result = run_make(entry, project, "make:job", "invoice", cwd=elsewhere)
 
     assert result.exit_code == 1
-    assert "is not inside a generated project" in result.output
+    assert "is not inside a project generated by workergen" in result.output
     assert "workergen new" in result.output
     assert list(elsewhere.iterdir()) == []
 
@@ -282,3 +311,27 @@ def test_workergen_asks_for_copier_update_when_the_project_predates_make_job(pro
     assert "has no scaffold.py" in result.output
     assert "copier update" in result.output
     assert snapshot(project) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [("make:job", "Transient errors to retry"), ("make:cron", "Crontab")],
+)
+def test_both_entry_points_offer_the_same_options(project: Path, command: str, says: str):
+    shown = {entry: run_make(entry, project, command, "--help") for entry in ENTRY_POINTS}
+
+    options = {}
+    for entry, result in shown.items():
+        assert result.exit_code == 0, result.output
+        assert says in result.output
+        options[entry] = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", result.output))
+    assert options["workergen"] == options["project"]
+    assert "--queue" in options["project"]
+
+
+def test_workergen_help_outside_a_project_says_where_the_options_come_from(tmp_path: Path):
+    result = run_make("workergen", tmp_path, "make:job", "--help")
+
+    assert result.exit_code == 0, result.output
+    assert "Usage: workergen make:job NAME [OPTIONS]" in result.output
+    assert "inside a project" in result.output

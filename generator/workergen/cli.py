@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 
 from workergen.commands.check import check
 from workergen.commands.diff import diff
-from workergen.commands.make import make_cron, make_job
+from workergen.commands.make import FORWARDED, make_cron, make_job
 from workergen.commands.new import new
 from workergen.commands.update import update
 from workergen.errors import UserMessageError
@@ -76,8 +76,8 @@ app.command("new")(new)
 app.command("update")(update)
 app.command("check")(check)
 app.command("diff")(diff)
-app.command("make:job")(make_job)
-app.command("make:cron")(make_cron)
+app.command("make:job", **FORWARDED)(make_job)
+app.command("make:cron", **FORWARDED)(make_cron)
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ def find_project(start: Path) -> GeneratedProject:
     for directory in (start, *start.parents):
         if (directory / ANSWERS_FILE).is_file():
             return GeneratedProject(root=directory, answers=read_answers(directory))
-    raise NotAProjectError(start=start)
+    raise NotAProjectError(start=start, answers_file=ANSWERS_FILE)
 
 
 def git(root: Path, *args: str) -> str:

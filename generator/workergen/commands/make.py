@@ -1,97 +1,78 @@
 """`workergen make:job` and `workergen make:cron`, run anywhere inside a generated project.
 
-The project's own `core/scaffold.py` does the work, so the files are byte for byte those of
+The commands, their options and the work are the project's own (`core/make_cli.py` and
+`core/scaffold.py`), loaded from its files: the help and the files written are those of
 `python -m <package> make:job`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
+import typer.main
 
-from workergen.errors import UserMessageError
-from workergen.project_core import find_project_root, load_core, package_of
+from workergen.errors import NotAProjectError, UserMessageError
+from workergen.generated_project import find_project
+from workergen.project_core import load_core, project_error
+from workergen.provenance import ANSWERS_FILE
 
-Name = Annotated[str, typer.Argument(help="Name, e.g. SendInvoice or billing/refund.")]
-Queue = Annotated[str, typer.Option("--queue", help="Lane to run on.")]
-AddLane = Annotated[
-    bool, typer.Option("--add-lane", help="Add the --queue lane to the project if it is new.")
-]
-Force = Annotated[bool, typer.Option("--force", help="Overwrite files that differ.")]
-DryRun = Annotated[
-    bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")
-]
+FORWARDED: dict[str, Any] = {
+    # Every argument, --help included, goes to the project's command.
+    "context_settings": {
+        "allow_extra_args": True,
+        "ignore_unknown_options": True,
+        "help_option_names": [],
+    },
+    "add_help_option": False,
+}
 
 
-def run_request(**request: Any) -> None:
-    """Run the project's scaffolding for a request and print its report."""
-    root = find_project_root(Path.cwd())
-    package = package_of(root)
-    scaffold, project = load_core(root, package)
+def run_project_command(ctx: typer.Context, spelling: str) -> None:
+    """Run the project's own `spelling` command with the arguments given to workergen."""
+    args = list(ctx.args)
     try:
-        lines = scaffold.make(
-            root, scaffold.MakeRequest(**request), package=package, lanes=tuple(project.LANES)
+        project = find_project(Path.cwd())
+    except NotAProjectError:
+        if "--help" in args or "-h" in args:
+            typer.echo(f"Usage: workergen {spelling} NAME [OPTIONS]\n")
+            typer.echo(
+                f"{ctx.command.help}\n\nIts options are the project's own: run "
+                f"`workergen {spelling} --help` inside a project to see them."
+            )
+            return
+        raise
+    package = project.answers.get("package_name")
+    if not isinstance(package, str) or not package.isidentifier():
+        raise UserMessageError(
+            f"{project.root / ANSWERS_FILE} records no valid package_name",
+            hint="Restore the file from git, or run `copier update`.",
         )
-    except scaffold.ScaffoldError as error:
-        for line in error.report:
-            typer.echo(line)
-        raise UserMessageError(error.message, hint=error.hint) from None
-    for line in lines:
-        typer.echo(line)
+    make_cli = load_core(project.root, package)
+    commands = getattr(make_cli, "COMMANDS", None) or {
+        "make:job": make_cli.make_job,
+        "make:cron": make_cli.make_cron,
+    }
+    single = typer.Typer(add_completion=False, rich_markup_mode=None)
+    single.command(spelling)(commands[spelling])
+    command = typer.main.get_command(single)
+    try:
+        # Not standalone: an exit (--help, Ctrl-C) comes back as its code, a usage error is
+        # raised to workergen's own command line, which shows it.
+        code = command.main(args=args, prog_name=f"workergen {spelling}", standalone_mode=False)
+    except project_error(make_cli) as error:
+        message = getattr(error, "message", str(error))
+        raise UserMessageError(message, hint=getattr(error, "hint", None)) from None
+    if isinstance(code, int) and code:
+        raise typer.Exit(code)
 
 
-def make_job(
-    name: Name,
-    queue: Queue = "default",
-    add_lane: AddLane = False,
-    retry_for: Annotated[
-        str, typer.Option("--retry-for", help="Transient errors to retry, e.g. ConnectionError.")
-    ] = "",
-    max_retries: Annotated[int | None, typer.Option("--max-retries", min=0)] = None,
-    backoff: Annotated[
-        int | None, typer.Option("--backoff", help="First retry delay (s).", min=1)
-    ] = None,
-    idempotent: Annotated[
-        bool, typer.Option("--idempotent", help="Run each idempotency key's work once.")
-    ] = False,
-    force: Force = False,
-    dry_run: DryRun = False,
-) -> None:
+def make_job(ctx: typer.Context) -> None:
     """Create a job module and its test in the project around the current folder."""
-    run_request(
-        kind="job",
-        name=name,
-        queue=queue,
-        add_lane=add_lane,
-        retry_for=retry_for,
-        max_retries=max_retries,
-        backoff=backoff,
-        idempotent=idempotent,
-        force=force,
-        dry_run=dry_run,
-    )
+    run_project_command(ctx, "make:job")
 
 
-def make_cron(
-    name: Name,
-    schedule: Annotated[
-        str,
-        typer.Option("--schedule", help='Crontab ("0 * * * *") or helper (daily(at="02:00")).'),
-    ],
-    queue: Queue = "default",
-    add_lane: AddLane = False,
-    force: Force = False,
-    dry_run: DryRun = False,
-) -> None:
+def make_cron(ctx: typer.Context) -> None:
     """Create a cron module and its test in the project around the current folder."""
-    run_request(
-        kind="cron",
-        name=name,
-        queue=queue,
-        add_lane=add_lane,
-        schedule=schedule,
-        force=force,
-        dry_run=dry_run,
-    )
+    run_project_command(ctx, "make:cron")

@@ -13,7 +13,7 @@ import typer
 from . import project
 from .dlq_cli import dlq_app
 from .errors import ProjectError
-from .make_cli import make_cron, make_job
+from .make_cli import COMMANDS as MAKE_COMMANDS
 from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
 
@@ -28,8 +28,8 @@ queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_
 app.add_typer(queue_app, name="queue")
 queue_app.command("provision")(queue_provision)
 app.add_typer(dlq_app, name="dlq")
-app.command("make:job")(make_job)
-app.command("make:cron")(make_cron)
+for spelling, command in MAKE_COMMANDS.items():
+    app.command(spelling)(command)
 app.add_typer(schedule_app, name="schedule")
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,9 @@ def queue_work(
         )
 
     from .celery_app import app as celery_app
+    from .discovery import import_jobs
 
+    import_jobs()  # a module that cannot be imported stops the start, with its error
     argv = worker_argv(
         lanes=lanes,
         loglevel=loglevel or settings.log_level,

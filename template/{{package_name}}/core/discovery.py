@@ -4,23 +4,42 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
+from types import ModuleType
 
 from . import project
+from .errors import JobImportError
 
 DISCOVERED_PACKAGES = ("jobs", "crons")
+
+
+def _import(name: str) -> ModuleType:
+    """Import a job or cron module; any failure becomes one message naming the module."""
+    try:
+        return importlib.import_module(name)
+    except JobImportError:
+        raise
+    except Exception as error:  # a module may fail in any way; say which one and how
+        raise JobImportError(module=name, error=error) from error
+
+
+def _walk(paths: list[str], prefix: str, found: list[str]) -> None:
+    # Sub-packages are walked as folders, not imported: listing never runs a job's code.
+    for info in pkgutil.iter_modules(paths, prefix):
+        last = info.name.rsplit(".", 1)[-1]
+        if not last.startswith("_"):
+            found.append(info.name)
+        if info.ispkg:
+            folder = Path(getattr(info.module_finder, "path", "")) / last
+            _walk([str(folder)], f"{info.name}.", found)
 
 
 def job_modules() -> list[str]:
     """Every module below the project's `jobs` and `crons` packages, sorted."""
     found: list[str] = []
     for sub in DISCOVERED_PACKAGES:
-        package = importlib.import_module(f"{project.PACKAGE}.{sub}")
-        prefix = f"{package.__name__}."
-        found.extend(
-            info.name
-            for info in pkgutil.walk_packages(package.__path__, prefix)
-            if not info.name.rsplit(".", 1)[-1].startswith("_")
-        )
+        package = _import(f"{project.PACKAGE}.{sub}")
+        _walk(list(package.__path__), f"{package.__name__}.", found)
     return sorted(found)
 
 
@@ -28,5 +47,5 @@ def import_jobs() -> list[str]:
     """Import every job and cron module, so their tasks are registered."""
     modules = job_modules()
     for name in modules:
-        importlib.import_module(name)
+        _import(name)
     return modules

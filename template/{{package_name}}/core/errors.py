@@ -34,6 +34,18 @@ class UnknownLaneError(ProjectError):
         )
 
 
+class JobImportError(ProjectError):
+    """A job or cron module cannot be imported, so no worker or scheduler may start."""
+
+    def __init__(self, *, module: str, error: BaseException) -> None:
+        self.module = module
+        super().__init__(
+            f"Cannot import {module}: {type(error).__name__}: {error}. "
+            "Workers and the scheduler start only when every job and cron module imports; "
+            f"fix {module} (or remove it) and start again."
+        )
+
+
 class JobArgumentsError(ProjectError):
     """A dispatch gave arguments the job does not accept; nothing was queued."""
 

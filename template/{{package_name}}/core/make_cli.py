@@ -1,4 +1,9 @@
-"""`make:job` and `make:cron` in the project's own CLI; the work is done by core.scaffold."""
+"""`make:job` and `make:cron`: their options, declared here only; core.scaffold does the work.
+
+The project's CLI registers these commands, and `workergen make:job` loads this module from the
+project's files and runs the same commands, so both show the same options and write the same
+files. Nothing here may import Celery or the settings.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from .errors import ProjectError
 from .scaffold import MakeRequest, ScaffoldError, make_in_project
 
 Name = Annotated[str, typer.Argument(help="Name, e.g. SendInvoice or billing/refund.")]
@@ -21,13 +25,13 @@ DryRun = Annotated[
 
 
 def run_request(request: MakeRequest) -> None:
-    """Run a request and print its report; a refusal becomes a ProjectError."""
+    """Run a request and print its report; a refusal prints the files examined, then raises."""
     try:
         lines = make_in_project(request)
     except ScaffoldError as error:
         for line in error.report:
             typer.echo(line)
-        raise ProjectError(str(error)) from None
+        raise
     for line in lines:
         typer.echo(line)
 
@@ -37,7 +41,12 @@ def make_job(
     queue: Queue = "default",
     add_lane: AddLane = False,
     retry_for: Annotated[
-        str, typer.Option("--retry-for", help="Transient errors to retry, e.g. ConnectionError.")
+        str,
+        typer.Option(
+            "--retry-for",
+            help="Transient errors to retry, comma-separated exception classes, "
+            "e.g. ConnectionError,socket.timeout.",
+        ),
     ] = "",
     max_retries: Annotated[int | None, typer.Option("--max-retries", min=0)] = None,
     backoff: Annotated[
@@ -89,3 +98,7 @@ def make_cron(
             dry_run=dry_run,
         )
     )
+
+
+COMMANDS = {"make:job": make_job, "make:cron": make_cron}
+"""The commands by their spelling, for the project's CLI and for `workergen`."""

@@ -14,7 +14,7 @@ RESERVED_NAMES = frozenset(
     {"core", "jobs", "crons", "tests", "test", "celery", "kombu", "redis", "typer", "stubs"}
 )
 SUFFIXES = {"job": "Job", "cron": "Cron"}
-_IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]*$")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -104,7 +104,7 @@ def normalize_name(raw: str, kind: str = "job") -> GeneratedName:
 
 def check_segment(original: str, segment: str) -> None:
     """Refuse a segment that is not a lowercase identifier, a keyword or a reserved name."""
-    if not _IDENTIFIER.match(segment):
+    if not _IDENTIFIER.fullmatch(segment):
         raise InvalidNameError(
             f"{original!r} does not give a valid module name ({segment!r}): start with a letter, "
             "then use letters, digits, '_' or '-'"
@@ -164,7 +164,7 @@ DEPENDENCY_PACKAGES = _words(
     click_plugins click_repl curl dateutil dotenv gevent iniconfig jmespath kombu markdown_it
     mdurl packaging pluggy prompt_toolkit py pycurl pydantic pydantic_core pydantic_settings
     pygments pytest redis rich ruff s3transfer shellingham six typer typing_extensions
-    typing_inspection tzdata tzlocal urllib3 vine wcwidth
+    typing_inspection tzdata tzlocal urllib3 vine wcwidth yaml
     core crons jobs stubs test tests workergen
     """
 )

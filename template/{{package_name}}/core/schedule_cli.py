@@ -19,9 +19,11 @@ def schedule_work(
 ) -> None:
     """Run the scheduler. Start as many as you like: one leads, the others stand by."""
     from .celery_app import app
+    from .discovery import import_jobs
     from .scheduler import TICK_INTERVAL, LeaderScheduler
     from .settings import get_settings
 
+    import_jobs()  # a module that cannot be imported stops the start, with its error
     app.Beat(
         scheduler=LeaderScheduler,
         loglevel=loglevel or get_settings().log_level,
