@@ -174,6 +174,9 @@ def queue_dispatch(
         try:
             value = result.get(timeout=wait)
         except ResultTimeout:
+            # Stop listening for the result now: left to interpreter shutdown,
+            # the result backend's clean-up fails and prints a traceback.
+            result.backend.remove_pending_result(result)
             raise ProjectError(
                 f"No result within {wait:g} s. Is a worker running on lane "
                 f"{lane or task.lane!r}? Start one with: queue work --queue {lane or task.lane}"
