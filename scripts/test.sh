@@ -15,6 +15,19 @@ if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
   for _ in $(seq 60); do port_open 5672 && break; sleep 1; done
 fi
 
+# Validators of the generated deploy files (tests/test_deploy.py): promtool and
+# node/npm come from Debian. Installed under CI only, where a missing one fails.
+if [ "${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then
+  wanted=()
+  command -v promtool >/dev/null 2>&1 || wanted+=(prometheus)
+  command -v npm >/dev/null 2>&1 || wanted+=(nodejs npm)
+  if [ "${#wanted[@]}" -gt 0 ]; then
+    echo "==> installing ${wanted[*]} (validators of deploy/)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${wanted[@]}"; } >/dev/null || true
+  fi
+fi
+
 cd "$ROOT"
 if [ "${CI:-}" != "true" ] || [ $# -gt 0 ]; then
   exec "$PY" -m pytest -n 2 --dist loadgroup "$@"

@@ -78,6 +78,14 @@ def rendered_dependencies(project: Path) -> tuple[list[str], list[str]]:
     return table["dependencies"], table["optional-dependencies"]["dev"]
 
 
+def optional_extras(project: Path) -> set[str]:
+    """The packages of a generated project's extras other than dev (e.g. monitor's Flower)."""
+    extras = tomllib.loads((project / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    return {name for extra, lines in extras.items() if extra != "dev" for name in names(lines)}
+
+
 def ranges(requirements: Iterable[str]) -> dict[str, tuple[str, frozenset[str]]]:
     """Name -> (version range, extras)."""
     found = {}
@@ -97,11 +105,16 @@ def test_the_generator_tests_and_tools_import_only_what_the_root_declares() -> N
     assert third_party(generator, {"workergen"}) - runtime == set()
 
     build_hooks = list(REPO_ROOT.glob("*.py"))
-    _, tools = imports([*python_files(REPO_ROOT / "tests", REPO_ROOT / "bench"), *build_hooks])
+    scripts = python_files(REPO_ROOT / "scripts")
+    _, tools = imports(
+        [*python_files(REPO_ROOT / "tests", REPO_ROOT / "bench"), *build_hooks, *scripts]
+    )
     declared = runtime | names(extras["project"]) | names(extras["dev"])
-    # The benchmarks import each other's modules (bench/running.py).
+    # The benchmarks import each other's modules (bench/running.py); the tests
+    # import the scripts (scripts/sync_validators.py) by their file names.
     benchmarks = {path.stem for path in (REPO_ROOT / "bench").glob("*.py")}
     first_party = {"workergen", "support", "conftest", *benchmarks}
+    first_party |= {path.stem for path in scripts}
     assert third_party(tools, first_party) - declared == set()
 
 
@@ -111,6 +124,8 @@ def test_a_generated_project_imports_only_what_it_declares(render, broker: str) 
     project = render(**answers, result_backend="none", queue_namespace="")
     dependencies, dev = rendered_dependencies(project)
     optional = set() if broker == "sqs" else SQS_ONLY
+    # Imported only by the command that needs its extra, which says how to install it.
+    optional |= optional_extras(project)
 
     top, anywhere = imports(python_files(project / PACKAGE))
     assert top & SQS_ONLY == set(), "boto3/botocore must be imported only on SQS's paths"

@@ -147,3 +147,47 @@ def test_dispatch_with_the_result_backend_down_raises_queue_unavailable_as_quick
     cli = project.run("queue", "dispatch", "hello", timeout=60)
     assert cli.returncode == 1
     assert "RESULT_BACKEND_URL" in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_dispatch_with_arguments_the_job_does_not_take_queues_nothing(
+    project: Project, redis_url: str
+) -> None:
+    queue = f"{project.env['QUEUE_NAMESPACE']}.default"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        done = project.run("queue", "dispatch", "hello", "--kwargs", '{"nope": 1}')
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines() == [
+            f"Error: {PACKAGE}.hello does not accept these arguments (got an unexpected keyword "
+            "argument 'nope'); it takes (name: str = 'world'). The job was NOT queued."
+        ]
+        assert client.llen(queue) == 0
+    finally:
+        client.delete(queue)
+        client.close()
+
+
+def test_dispatch_wait_without_a_worker_is_one_line_and_no_shutdown_traceback(
+    render, redis_url: str, tmp_path: Path
+) -> None:
+    rendered = render(broker="redis", result_backend="redis", queue_namespace="billing")
+    namespace = unique_namespace("w")
+    project = Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        PACKAGE,
+        BROKER_URL=redis_url,
+        RESULT_BACKEND_URL=redis_url,
+        QUEUE_NAMESPACE=namespace,
+    )
+    client = redis.Redis.from_url(redis_url)
+    try:
+        done = project.run("queue", "dispatch", "hello", "--wait", "1")
+        assert done.returncode == 1
+        assert done.stderr.strip().splitlines() == [
+            "Error: No result within 1 s. Is a worker running on lane 'default'? "
+            "Start one with: queue work --queue default"
+        ]
+    finally:
+        client.delete(f"{namespace}.default")
+        client.close()

@@ -239,6 +239,8 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
         (("invoice", "--queue", "nope"), "unknown lane 'nope'; the project's lanes are: critical"),
         (("invoice", "--queue", "Bad Lane", "--add-lane"), "cannot be a lane"),
         (("invoice", "--queue", "x-dlq", "--add-lane"), "cannot be a lane"),
+        # The lane rule of the questions: no lane named after a transport's own key.
+        (("invoice", "--queue", "unacked", "--add-lane"), "'unacked' is reserved"),
         (("invoice", "--retry-for", "NotAnError"), "is not a built-in exception"),
         (("invoice", "--retry-for", "os.path/x"), "is not an exception name"),
         (("invoice", "--retry-for", "os.nope"), "'os.nope' is not an exception class of os"),

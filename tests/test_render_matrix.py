@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 BROKERS = ["redis", "rabbitmq", "sqs"]
 # Answers a broker asks on top of the shared ones: RabbitMQ, the queue type of its lanes.
@@ -47,6 +49,12 @@ def test_renders_lints_and_passes_its_own_tests(render, answers: dict[str, objec
     assert (project / ".env.example").read_text().count(
         f"QUEUE_NAMESPACE={answers['queue_namespace']}\n"
     ) == 1
+
+    for path in project.rglob("*"):
+        if path.suffix in (".yaml", ".yml"):
+            list(yaml.safe_load_all(path.read_text()))
+        elif path.suffix == ".json":
+            json.loads(path.read_text())
 
     lint = run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], project)
     assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -163,20 +163,26 @@ class Worker:
 
     def stop(self, timeout: float = 20) -> None:
         """Warm shutdown by PID; kill the process group's leader if it does not stop."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(5)
+        if self.process is not None:
+            terminate(self.process, timeout)
 
     def __enter__(self) -> Worker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float = 20) -> int | None:
+    """SIGTERM by PID; SIGKILL if it has not ended in `timeout` s. Returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    return process.returncode
 
 
 def wait_for_files(folder: Path, names: Iterable[str], timeout: float = 60) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from celery import Celery, signals
@@ -11,6 +12,7 @@ from . import project
 from .config import build_config
 from .discovery import job_modules
 from .log import configure_logging
+from .metrics import stamp_sent_at
 from .queues import qualified_queue
 from .settings import Settings, get_settings
 
@@ -23,12 +25,49 @@ class ProjectApp(Celery):
     own app, so two apps in one process never mix their namespaces.
     """
 
-    def __init__(self, *args: Any, settings: Settings, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, settings: Settings | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.settings = settings
+        self._settings = settings
+
+    @property
+    def settings(self) -> Settings:
+        """The app's settings; the process-wide ones, read on first use, when none were given.
+
+        Reading them late keeps importing the project (and every job module) free
+        of settings: `--help` works with bad ones, and the command that needs them
+        reports a bad one inside the CLI's error boundary, as a message.
+        """
+        if self._settings is None:
+            self._settings = get_settings()
+        return self._settings
 
     def __reduce_keys__(self) -> dict[str, Any]:
-        return {**super().__reduce_keys__(), "settings": self.settings}
+        return {**super().__reduce_keys__(), "settings": self._settings}
+
+
+class ConfigFromSettings(Mapping[str, Any]):
+    """Celery's configuration from the app's settings, built when Celery first reads it."""
+
+    def __init__(self, app: ProjectApp) -> None:
+        self._app = app
+
+    @functools.cached_property
+    def _config(self) -> dict[str, Any]:
+        settings = self._app.settings
+        return {
+            **build_config(settings),
+            "task_routes": (functools.partial(route_by_lane, namespace=settings.queue_namespace),),
+            "include": job_modules(),
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._config[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._config)
+
+    def __len__(self) -> int:
+        return len(self._config)
 
 
 def route_by_lane(
@@ -47,15 +86,17 @@ def route_by_lane(
 
 
 def create_app(settings: Settings | None = None) -> ProjectApp:
-    """Build the Celery app from settings; jobs and crons are discovered, not listed."""
-    settings = settings or get_settings()
+    """Build the Celery app from settings; jobs and crons are discovered, not listed.
+
+    Without settings, the process-wide ones are read when the app is first used.
+    """
     celery_app = ProjectApp(project.PACKAGE, settings=settings)
-    celery_app.config_from_object(build_config(settings))
-    celery_app.conf.task_routes = (
-        functools.partial(route_by_lane, namespace=settings.queue_namespace),
-    )
-    celery_app.conf.include = job_modules()
+    celery_app.config_from_object(ConfigFromSettings(celery_app))
     return celery_app
+
+
+# Every producer stamps the publish time: the worker's queue wait metric reads it.
+signals.before_task_publish.connect(stamp_sent_at)
 
 
 @signals.setup_logging.connect

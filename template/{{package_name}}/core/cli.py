@@ -12,8 +12,10 @@ import typer
 
 from . import project
 from .dlq_cli import dlq_app
+from .doctor import doctor
 from .errors import ProjectError
 from .make_cli import COMMANDS as MAKE_COMMANDS
+from .monitor import monitor
 from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
 
@@ -35,6 +37,8 @@ if project.HTTP_API:
     from .http_cli import http_app
 
     app.add_typer(http_app, name="http")
+app.command("doctor")(doctor)
+app.command("monitor")(monitor)
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,12 @@ def queue_work(
 
         typer.echo(apply_at_start(settings), err=True)
 
+    if settings.metrics_port:
+        # Before any job module is imported: one that imports prometheus_client
+        # must find the multiprocess folder already set.
+        from .metrics import install_worker_metrics
+
+        install_worker_metrics(settings, lanes)
     from .celery_app import app as celery_app
     from .discovery import import_jobs
 
@@ -164,6 +174,9 @@ def queue_dispatch(
         try:
             value = result.get(timeout=wait)
         except ResultTimeout:
+            # Stop listening for the result now: left to interpreter shutdown,
+            # the result backend's clean-up fails and prints a traceback.
+            result.backend.remove_pending_result(result)
             raise ProjectError(
                 f"No result within {wait:g} s. Is a worker running on lane "
                 f"{lane or task.lane!r}? Start one with: queue work --queue {lane or task.lane}"

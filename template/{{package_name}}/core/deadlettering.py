@@ -37,6 +37,7 @@ from .deliveries import forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
 from .inbound import limited
 from .queues import lane_of_queue
+from .signals import dead_lettered
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ def dead_letter_message(
         attempts,
         exception,
     )
+    dead_lettered.send(sender=None, letter=letter)
     message.ack()
     return True
 

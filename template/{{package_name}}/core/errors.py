@@ -46,3 +46,13 @@ class JobImportError(ProjectError):
             "Workers and the scheduler start only when every job and cron module imports; "
             f"fix {module} (or remove it) and start again."
         )
+
+
+class JobArgumentsError(ProjectError):
+    """A dispatch gave arguments the job does not accept; nothing was queued."""
+
+    def __init__(self, *, job: str, reason: str, signature: str) -> None:
+        super().__init__(
+            f"{job} does not accept these arguments ({reason}); it takes {signature}. "
+            "The job was NOT queued."
+        )

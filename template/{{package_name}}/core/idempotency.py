@@ -53,6 +53,7 @@ from celery.exceptions import Retry
 
 from .deliveries import message_task
 from .queues import qualified_queue
+from .signals import duplicate_skipped
 
 log = logging.getLogger(__name__)
 
@@ -346,4 +347,5 @@ def _claim(task: Any, client: redis.Redis, key: str, claim: str, ttl: int) -> bo
     else:
         verdict = Verdict.BUSY
     log.warning("idempotent job %s skipped: key %s is %s", task.name, key, verdict.value)
+    duplicate_skipped.send(sender=task, task=task, key=key)
     return False

@@ -16,6 +16,7 @@ from . import project
 from .celery_app import app
 from .deadletter import utcnow
 from .dispatch import broker_guard
+from .errors import JobArgumentsError
 from .queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
 from .retry import retry_policy
 
@@ -85,12 +86,23 @@ class Job(Task):
         **options: Any,
     ) -> AsyncResult:
         """Queue with Celery options (countdown, eta, ...) and optionally another lane."""
+        self.check_arguments(args, kwargs or {})
         if idempotency_key is not None:
             options["headers"] = {**options.get("headers", {}), "idempotency_key": idempotency_key}
         if lane is not None:
             options["queue"] = qualified_queue(check_lane(lane), self.app.settings.queue_namespace)
         with broker_guard(self.app.settings):
             return self.apply_async(args=tuple(args), kwargs=kwargs or {}, **options)
+
+    def check_arguments(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
+        """Refuse arguments the job's signature cannot take, before anything is sent."""
+        signature = inspect.signature(self.run)
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise JobArgumentsError(
+                job=self.name, reason=str(exc), signature=str(signature)
+            ) from None
 
 
 class IdempotentJob(Job):

@@ -6,8 +6,8 @@ import re
 
 from . import project
 from .errors import ConfigurationError, UnknownLaneError
+from .naming import DEFAULT_LANE as DEFAULT_LANE
 
-DEFAULT_LANE = "default"
 DEAD_LETTER_SUFFIX = "dlq"
 
 # SQS names: letters, digits, '-' and '_', at most 80 characters.

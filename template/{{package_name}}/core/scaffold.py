@@ -26,7 +26,7 @@ from string import Template
 from typing import Any
 
 from .errors import ProjectError
-from .naming import LANE_RULE, GeneratedName, InvalidNameError, is_valid_lane, normalize_name
+from .naming import GeneratedName, InvalidNameError, lane_problem, normalize_name
 from .schedule_expr import InvalidScheduleError, ScheduleSpec, parse_schedule
 
 ANSWERS_FILE = ".copier-answers.yml"
@@ -239,8 +239,9 @@ def check_lane(queue: str, lanes: tuple[str, ...], add_lane: bool) -> bool:
             f"unknown lane {queue!r}; the project's lanes are: {', '.join(lanes)}",
             hint="Pass one of them to --queue, or add the lane with --add-lane.",
         )
-    if not is_valid_lane(queue):
-        raise ScaffoldError(f"{queue!r} cannot be a lane: {LANE_RULE}")
+    problem = lane_problem(queue)
+    if problem:
+        raise ScaffoldError(f"{queue!r} cannot be a lane: {problem}")
     return True
 
 

@@ -24,9 +24,15 @@ def schedule_work(
     from .settings import get_settings
 
     import_jobs()  # a module that cannot be imported stops the start, with its error
+    settings = get_settings()
+    scheduler = LeaderScheduler
+    if settings.metrics_port:
+        from .metrics import measured_scheduler
+
+        scheduler = measured_scheduler(LeaderScheduler, settings.metrics_port)
     app.Beat(
-        scheduler=LeaderScheduler,
-        loglevel=loglevel or get_settings().log_level,
+        scheduler=scheduler,
+        loglevel=loglevel or settings.log_level,
         max_interval=TICK_INTERVAL,
         pidfile=str(pidfile) if pidfile else None,
         quiet=True,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import re
 from functools import lru_cache
-from typing import Annotated, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
-from . import project
+from . import naming, project
 from .errors import ConfigurationError
 
 LOCAL_REDIS = "redis://localhost:6379/0"
@@ -19,17 +23,52 @@ DEFAULT_BROKER_URLS = {
     "sqs": "sqs://",
 }
 
+# The URL schemes of each broker's transport; memory:// and filesystem:// are
+# kombu's in-process transports, for tests and local runs on any broker.
+BROKER_SCHEMES = {
+    "redis": ("redis", "rediss", "redis+socket", "sentinel"),
+    "rabbitmq": ("amqp", "amqps", "pyamqp"),
+    "sqs": ("sqs",),
+}
+LOCAL_SCHEMES = ("memory", "filesystem")
+# The Redis URLs that may be empty: their schemes, and what an empty one means.
+OPTIONAL_REDIS_URLS = {
+    "result_backend_url": (
+        ("redis", "rediss", "redis+socket", "sentinel"),
+        "a Redis URL, or empty for no result backend",
+    ),
+    "lock_url": (("redis", "rediss", "unix"), "a Redis URL, or empty for the default"),
+}
+# The settings that carry an answer of the template, checked by the answer's rule.
+ANSWER_RULES = {
+    "queue_namespace": naming.NAMESPACE_RULE,
+    "sqs_region": naming.SQS_REGION_RULE,
+}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Settings that hold a URL: their values are shown with the password masked.
+URL_SETTINGS = ("broker_url", "result_backend_url", "lock_url")
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 BrokerKind = Literal["redis", "amqp", "sqs", "filesystem", "memory"]
 
 
 class Settings(BaseSettings):
-    """Every knob of the project, read from the environment or `.env`."""
+    """Every knob of the project, read from the environment or `.env`.
+
+    A setting is a field named after its variable (BROKER_URL -> broker_url),
+    with its default and its bounds (`Field(gt=0)`, a Literal of choices); a
+    rule on one value is a field validator raising ValueError, a rule between
+    values goes in `_limits_fit_together`. Whatever they raise is shown as
+    `NAME='value': reason`, never as a traceback (see `get_settings`).
+    """
 
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    # The broker this project was generated for: BROKER_URL must use one of its schemes.
+    broker: ClassVar[str] = project.BROKER
 
-    broker_url: str = ""
+    # None (unset): the local development broker. Set, it must be a URL.
+    broker_url: str | None = None
     result_backend_url: str = ""
     lock_url: str = ""
     queue_namespace: str = project.DEFAULT_NAMESPACE
@@ -70,11 +109,66 @@ class Settings(BaseSettings):
     rabbitmq_management_url: str = ""
     # Only the highest-priority policy matching a queue applies to it.
     rabbitmq_policy_priority: int = Field(default=10, ge=0)
+    # Prometheus metrics of `queue work` / `schedule work` on this port; 0 = off.
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # `monitor` (Flower): user:password, several separated by commas; empty = loopback only.
+    monitor_basic_auth: str = ""
+
+    @classmethod
+    def for_broker(cls, broker: str) -> type[Settings]:
+        """The settings of this core in a project generated for `broker` (tests of the core)."""
+        if broker == cls.broker:
+            return cls
+        if broker not in _SETTINGS_FOR_BROKER:
+            name = f"{broker.title()}Settings"
+            _SETTINGS_FOR_BROKER[broker] = type(name, (cls,), {"broker": broker})
+        return _SETTINGS_FOR_BROKER[broker]
+
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_url_fits_the_broker(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_url(value, (*BROKER_SCHEMES[cls.broker], *LOCAL_SCHEMES), f"a {cls.broker} URL")
+        return value
+
+    @field_validator("result_backend_url", "lock_url")
+    @classmethod
+    def _redis_url_or_empty(cls, value: str, info: ValidationInfo) -> str:
+        if value:
+            check_url(value, *OPTIONAL_REDIS_URLS[info.field_name])
+        return value
+
+    @field_validator("queue_namespace", "sqs_region")
+    @classmethod
+    def _follows_the_answer_rule(cls, value: str, info: ValidationInfo) -> str:
+        # The same rule as the question that gave the default (core/naming.py).
+        problem = ANSWER_RULES[info.field_name].problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level_is_known(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"the log level must be one of: {', '.join(LOG_LEVELS)}")
+        return value.upper()
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_is_known(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                "the time zone must be an IANA name such as UTC or Europe/Madrid"
+            ) from None
+        return value
 
     @property
     def effective_broker_url(self) -> str:
         """BROKER_URL, or the local development broker for this project's broker."""
-        return self.broker_url or DEFAULT_BROKER_URLS[project.BROKER]
+        return self.broker_url or DEFAULT_BROKER_URLS[self.broker]
 
     @property
     def effective_result_backend(self) -> str | None:
@@ -188,23 +282,79 @@ class Settings(BaseSettings):
             )
 
 
+_SETTINGS_FOR_BROKER: dict[str, type[Settings]] = {}
+
+
+def check_url(url: str, schemes: tuple[str, ...], wanted: str) -> None:
+    """Refuse a URL that is empty, of another scheme, or that does not parse as one."""
+    if not url.strip():
+        raise ValueError(f"is empty; set {wanted} or leave the variable unset")
+    scheme, separator, _ = url.partition("://")
+    if not separator or scheme.lower() not in schemes:
+        shown = f"scheme {scheme!r}" if separator else "no scheme"
+        raise ValueError(
+            f"has {shown}; expected {wanted} ({', '.join(f'{s}://' for s in schemes)})"
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        parts = None
+    # An unencoded '/', '?' or '#' in the password ends the host part early: the
+    # rest of the password then reads as a port, a path or a fragment.
+    if parts is None or ("@" not in parts.netloc and "@" in url.partition("://")[2]):
+        raise ValueError(
+            "cannot be parsed as a URL; percent-encode the special characters of the "
+            "user name and password ('/' as %2F, '#' as %23, '?' as %3F, '@' as %40, "
+            "':' as %3A)"
+        )
+
+
 def mask_password(url: str) -> str:
-    """Hide the password (or SQS secret) of a URL."""
-    parts = urlsplit(url)
-    if not parts.password:
+    """Hide the password (or SQS secret) of a URL, also of one that does not parse."""
+    scheme, separator, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not separator or not at or ":" not in userinfo:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    user = userinfo.partition(":")[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def shown_value(field: str, value: Any) -> str:
+    """A setting's value as an error message shows it: quoted, with any password masked."""
+    text = value if isinstance(value, str) else str(value)
+    if field in URL_SETTINGS:
+        text = mask_password(text)
+    return repr(text)
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line per wrong setting, named as in the environment."""
+    """One line per wrong setting: its variable, its value (masked) and the rule it breaks."""
     lines = []
     for item in error.errors():
-        where = "_".join(str(part) for part in item["loc"]).upper()
+        field = str(item["loc"][0]) if item["loc"] else ""
         message = item["msg"].removeprefix("Value error, ")
-        lines.append(f"{where}: {message}" if where else message)
+        if not field:
+            lines.append(message)
+            continue
+        where = "_".join(str(part) for part in item["loc"]).upper()
+        lines.append(f"{where}={shown_value(field, item.get('input'))}: {message}")
     return "Invalid settings:\n  " + "\n  ".join(lines)
+
+
+def describe_settings_error(error: SettingsError) -> str:
+    """A value pydantic-settings could not even decode (LANE_PREFETCH that is not JSON)."""
+    match = re.search(r'field "(\w+)"', str(error))
+    if not match:
+        return f"Invalid settings: {error}"
+    field = match.group(1)
+    name = field.upper()
+    raw = os.environ.get(name)
+    value = f"={shown_value(field, raw)}" if raw is not None else ""
+    return (
+        f"Invalid settings:\n  {name}{value}: is not valid JSON; write it as JSON, "
+        'e.g. LANE_PREFETCH={"default": 4}'
+    )
 
 
 @lru_cache(maxsize=1)
@@ -214,3 +364,5 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         raise ConfigurationError(describe_validation_error(exc)) from None
+    except SettingsError as exc:
+        raise ConfigurationError(describe_settings_error(exc)) from None
