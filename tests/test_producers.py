@@ -132,12 +132,9 @@ def test_a_plain_celery_producer_enqueues_on_every_lane_with_a_countdown(
         [f"{PACKAGE}.probe", {"folder": str(folder), "token": "default"}, f"{ns}.default", {}],
         [f"{PACKAGE}.probe", {"folder": str(folder), "token": "batch"}, f"{ns}.batch", {}],
     ]
-    # A plain producer's countdown on quorum lanes goes through Celery's native
-    # delayed delivery, which the lanes' delayed bindings do not take yet
-    # (docs/producers.md says so).
-    if variant != "rabbitmq-quorum":
-        later = {"folder": str(folder), "token": "later"}
-        calls.append([f"{PACKAGE}.probe", later, f"{ns}.default", {"countdown": 1}])
+    # On quorum lanes the countdown goes through Celery's native delayed delivery.
+    later = {"folder": str(folder), "token": "later"}
+    calls.append([f"{PACKAGE}.probe", later, f"{ns}.default", {"countdown": 1}])
     tokens = {call[1]["token"] for call in calls}
     with project.worker("--queue", "default,batch", "--concurrency", "2") as worker:
         ids = produce(project, variant, calls, tmp_path)

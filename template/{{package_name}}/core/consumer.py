@@ -56,6 +56,10 @@ class LaneDelayedDelivery(DelayedDelivery):
     namespace would run every delayed job (and retry) of the namespaced ones.
     The binding here matches exactly the delay bits and then this queue's name,
     and the wide binding an older version made is removed.
+
+    Every lane is declared first, also those this worker does not consume: a
+    binding to an exchange or queue that does not exist yet fails, and the
+    first failure would leave every lane without its delayed jobs.
     """
 
     def _bind_queues(self, app: Any, connection: Any) -> None:
@@ -64,6 +68,7 @@ class LaneDelayedDelivery(DelayedDelivery):
             if isinstance(queue, Broadcast) or queue.exchange is None:
                 continue
             queue = queue.bind(channel)
+            queue.declare()
             exchange = queue.exchange.bind(channel)
             key = delayed_binding_key(queue.routing_key)
             exchange.bind_to(CELERY_DELAYED_DELIVERY_EXCHANGE, routing_key=key)
