@@ -313,6 +313,9 @@ def doctor(
     # Wide enough off a terminal (CI logs, pipes) that no check name is cut.
     console = Console(width=None if Console().is_terminal else 160)
     console.print(table)
+    if failed == ["settings"]:
+        # Settings that do not load: the same short message every other command gives.
+        raise ProjectError(checks[0].detail)
     if failed:
         raise ProjectError(f"{len(failed)} check(s) failed: {', '.join(failed)}.")
     console.print(f"All {len(checks)} checks passed.")
