@@ -214,7 +214,7 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
         timeout=300,
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    assert "22 passed" in tested.stdout  # 2 per generated file + hello's 2
+    assert "26 passed" in tested.stdout  # 2 per generated file + hello's 2 + greetings' 4
     lanes = (project / "billing/core/project.py").read_text()
     assert f'    "{LONG_LANE}",\n    "maint",\n)\n' in lanes, lanes  # too long for one line
 
