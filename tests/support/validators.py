@@ -5,6 +5,7 @@ Locally a missing validator skips its test with how to install it; under CI=true
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -56,26 +57,32 @@ def keda_validator(cache: Path) -> Path:
     npm = require_tool("npm", "apt-get install -y nodejs npm")
     folder = cache / "keda-validator"
     script = folder / "validate.js"
-    if not (folder / "node_modules" / "@kubernetes-models" / "keda").is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--silent",
-                "--prefix",
-                str(folder),
-                KEDA_MODELS,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if done.returncode != 0:
-            missing(KEDA_MODELS, f"npm install failed: {done.stderr[-500:]}")
-    script.write_text(KEDA_VALIDATE)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Installed once, under a lock: two test workers may get here at once, and a
+    # half-installed node_modules must never pass for a finished one.
+    installed = folder / ".installed"
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.is_file():
+            done = subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--silent",
+                    "--prefix",
+                    str(folder),
+                    KEDA_MODELS,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            if done.returncode != 0:
+                missing(KEDA_MODELS, f"npm install failed: {done.stderr[-500:]}")
+            installed.write_text(KEDA_MODELS)
+        script.write_text(KEDA_VALIDATE)
     return folder
 
 
