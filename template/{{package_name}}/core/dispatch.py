@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -29,7 +30,18 @@ def broker_guard(settings: Settings | None = None) -> Iterator[None]:
     try:
         yield
     except BROKER_ERRORS as exc:
-        broker = (settings or get_settings()).safe_broker_url
+        current = settings or get_settings()
+        backend = current.effective_result_backend
+        # Older kombu wraps the result backend's connection error as a broker error.
+        where = urlsplit(backend) if backend else None
+        if where and where.port and f"{where.hostname}:{where.port}" in str(exc):
+            raise QueueUnavailableError(
+                broker=mask_password(backend),
+                reason=str(exc) or type(exc).__name__,
+                service="result backend",
+                setting="RESULT_BACKEND_URL",
+            ) from exc
+        broker = current.safe_broker_url
         raise QueueUnavailableError(broker=broker, reason=str(exc) or type(exc).__name__) from exc
     except (RuntimeError, *RESULT_BACKEND_ERRORS) as exc:
         backend = (settings or get_settings()).effective_result_backend
