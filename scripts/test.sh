@@ -16,11 +16,12 @@ if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
 fi
 
 # Validators of the generated deploy files (tests/test_deploy.py): promtool and
-# node/npm come from Debian. Installed under CI only, where a missing one fails.
+# node/npm and systemd-analyze come from Debian. Installed under CI only, where a missing one fails.
 if [ "${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then
   wanted=()
   command -v promtool >/dev/null 2>&1 || wanted+=(prometheus)
   command -v npm >/dev/null 2>&1 || wanted+=(nodejs npm)
+  command -v systemd-analyze >/dev/null 2>&1 || wanted+=(systemd)
   if [ "${#wanted[@]}" -gt 0 ]; then
     echo "==> installing ${wanted[*]} (validators of deploy/)"
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
