@@ -35,12 +35,7 @@ def broker_guard(settings: Settings | None = None) -> Iterator[None]:
         # Older kombu wraps the result backend's connection error as a broker error.
         where = urlsplit(backend) if backend else None
         if where and where.port and f"{where.hostname}:{where.port}" in str(exc):
-            raise QueueUnavailableError(
-                broker=mask_password(backend),
-                reason=str(exc) or type(exc).__name__,
-                service="result backend",
-                setting="RESULT_BACKEND_URL",
-            ) from exc
+            raise backend_unavailable(backend, exc) from exc
         broker = current.safe_broker_url
         raise QueueUnavailableError(broker=broker, reason=str(exc) or type(exc).__name__) from exc
     except (RuntimeError, *RESULT_BACKEND_ERRORS) as exc:
@@ -49,9 +44,14 @@ def broker_guard(settings: Settings | None = None) -> Iterator[None]:
         cause = exc.__cause__ if isinstance(exc, RuntimeError) else exc
         if backend is None or not isinstance(cause, RESULT_BACKEND_ERRORS):
             raise
-        raise QueueUnavailableError(
-            broker=mask_password(backend),
-            reason=str(cause) or type(cause).__name__,
-            service="result backend",
-            setting="RESULT_BACKEND_URL",
-        ) from exc
+        raise backend_unavailable(backend, cause) from exc
+
+
+def backend_unavailable(backend: str, cause: BaseException) -> QueueUnavailableError:
+    """The error for a result backend that cannot be reached, its password masked."""
+    return QueueUnavailableError(
+        broker=mask_password(backend),
+        reason=str(cause) or type(cause).__name__,
+        service="result backend",
+        setting="RESULT_BACKEND_URL",
+    )
