@@ -85,8 +85,7 @@ def transport_options(settings: Settings) -> dict[str, Any]:
     if settings.broker_kind == "sqs":
         options["region"] = settings.sqs_region
         options["is_secure"] = settings.effective_sqs_is_secure
-        # Long polling: one request waits up to 10 s for work instead of spinning.
-        options["wait_time_seconds"] = 10
+        options.update(sqs_polling_options(settings))
     if settings.broker_kind == "filesystem":
         folder = Path(urlsplit(settings.effective_broker_url).path or ".broker")
         options["data_folder_in"] = str(folder / "messages")
@@ -94,6 +93,23 @@ def transport_options(settings: Settings) -> dict[str, Any]:
         options["processed_folder"] = str(folder / "processed")
         options["store_processed"] = False
     return options
+
+
+def sqs_polling_options(settings: Settings) -> dict[str, Any]:
+    """SQS: how often the worker receives, and how long each receive waits.
+
+    Long polling (`wait_time_seconds`): a receive on an empty queue waits on
+    SQS's side until a message arrives, so an idle lane costs one request per
+    wait instead of one per poll. kombu waits `polling_interval` more after an
+    empty receive and, which is what bounds a busy lane, before it looks again
+    at whether a reserved message has been acknowledged when all are taken:
+    its 1 s default held a worker to about prefetch x processes jobs a second.
+    Each receive asks for the free reservations, up to SQS's 10 a request.
+    """
+    return {
+        "wait_time_seconds": settings.sqs_wait_time_seconds,
+        "polling_interval": settings.sqs_polling_interval,
+    }
 
 
 def recovery_options(settings: Settings) -> dict[str, Any]:

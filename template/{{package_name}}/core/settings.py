@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     sqs_region: str = project.SQS_REGION
     # None: plain HTTP only for a local endpoint (127.0.0.1 or localhost in BROKER_URL).
     sqs_is_secure: bool | None = None
+    # SQS long polling: seconds one receive request waits for a message (SQS allows 20).
+    sqs_wait_time_seconds: int = Field(default=10, ge=0, le=20)
+    # SQS: seconds the worker waits before it asks again, after an empty receive or
+    # while every message it may reserve is taken (kombu's 1 s caps a busy lane).
+    # Not 0: kombu would then wait for whatever next wakes the worker up.
+    sqs_polling_interval: float = Field(default=0.02, gt=0, le=60)
     # RabbitMQ: where `queue provision` and workers set the lanes' dead-letter
     # policies (e.g. http://user:password@rabbit:15672); empty = rabbitmqctl on this machine.
     rabbitmq_management_url: str = ""
