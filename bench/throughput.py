@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -88,6 +89,8 @@ class Contender:
     fill: list[str]
     work: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    # Commands run before the fill, in `cwd` (SQS: `queue provision`).
+    prepare: list[list[str]] = field(default_factory=list)
 
 
 def render_project(dest: Path, broker: str) -> Path:
@@ -167,11 +170,25 @@ def worker_cpu(pid: int) -> tuple[float, float] | None:
     return own, pool
 
 
-def run(contender: Contender, url: str, tasks: int, scratch: Path) -> Measurement:
-    """Fill the queue, start the worker, measure the drain."""
+def run(
+    contender: Contender,
+    url: str,
+    tasks: int,
+    scratch: Path,
+    depth_of: Callable[[str], QueueDepth] = QueueDepth,
+    delete: Callable[[str, str], None] = delete_queue,
+) -> Measurement:
+    """Fill the queue, start the worker, measure the drain.
+
+    `depth_of(url)` counts a queue's messages and `delete(url, queue)` removes
+    it afterwards (bench/sqs.py passes its own for SQS).
+    """
     env = {**os.environ, **contender.env}
-    subprocess.run(contender.fill, cwd=contender.cwd, env=env, check=True, timeout=300)
-    depth = QueueDepth(url)
+    for command in (*contender.prepare, contender.fill):
+        subprocess.run(
+            command, cwd=contender.cwd, env=env, check=True, timeout=300, stdout=subprocess.DEVNULL
+        )
+    depth = depth_of(url)
     queued = depth(contender.queue)
     if queued != tasks:
         raise SystemExit(f"{contender.label}: expected {tasks} queued, found {queued}")
@@ -212,7 +229,7 @@ def run(contender: Contender, url: str, tasks: int, scratch: Path) -> Measuremen
         stop(worker)
         log.close()
         depth.close()
-        delete_queue(url, contender.queue)
+        delete(url, contender.queue)
 
 
 def contenders(
@@ -343,17 +360,22 @@ def report(broker: str, runs: dict[str, list[Measurement]]) -> None:
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
-    parser.add_argument("--tasks", type=int, default=2000)
+def parse_options(parser: argparse.ArgumentParser, tasks: int) -> argparse.Namespace:
+    """The options of the throughput benches (this one and bench/sqs.py), parsed."""
+    parser.add_argument("--tasks", type=int, default=tasks)
     parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--variants", action="store_true", help="also time single changes")
     parser.add_argument("--only", help="with --variants: just those whose label contains this")
     parser.add_argument(
         "--repeat", type=int, default=3, help="rounds over all contenders; medians are printed"
     )
-    options = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
+    options = parse_options(parser, tasks=2000)
 
     brokers = list(BROKERS) if options.broker == "all" else [options.broker]
     scratch = Path(tempfile.mkdtemp(prefix="workergen-throughput-"))
