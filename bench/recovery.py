@@ -16,7 +16,10 @@ printed as "not recovered within N s" (then the held jobs stay stuck until the
 visibility timeout, 3600 s on both).
 
 Contenders: the generated project (`queue work --queue default`, default settings:
-late acknowledgement, WORKER_HEARTBEAT_TTL=15) and stock Celery with `task_acks_late`
+late acknowledgement, WORKER_HEARTBEAT_TTL=15); the same with each worker in a new
+PID namespace (`unshare`, as a container restarts: the new worker cannot check the old
+one's processes, so the jobs wait for its heartbeat; left out where `unshare` cannot
+run); and stock Celery with `task_acks_late`
 and `task_reject_on_worker_lost` (kombu's Redis transport, visibility timeout 3600 s),
 both with prefetch 4 per process. Every key and queue used is unique to the run and
 deleted afterwards; workers are stopped by their PID (the killed ones by their group).
@@ -44,6 +47,8 @@ import redis
 from running import render_project, stop
 
 URL = os.environ.get("WORKERGEN_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+# Each worker in a PID namespace of its own (needs root or user namespaces).
+NEW_PID_NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"]
 PACKAGE = "benchrec"
 JOB = f'''"""Sleeps, then records when it was done (the recovery benchmark)."""
 
@@ -143,7 +148,8 @@ def contenders(scratch: Path, concurrency: int) -> list[Contender]:
     common = {"BENCH_DONE_URL": URL}
     pool = ["--concurrency", str(concurrency)]
     quiet = ["--without-mingle", "--without-gossip", "--loglevel", "INFO"]  # as `queue work`
-    return [
+    generated = [python, "-m", PACKAGE, "queue", "work", "--queue", "default", *pool]
+    entrants = [
         Contender(
             "generated",
             project,
@@ -151,7 +157,7 @@ def contenders(scratch: Path, concurrency: int) -> list[Contender]:
             f"{ns}.unacked",
             ns,
             [python, "-c", GENERATED_FILL],
-            [python, "-m", PACKAGE, "queue", "work", "--queue", "default", *pool],
+            generated,
             {
                 **common,
                 "PYTHONPATH": str(project),
@@ -178,6 +184,32 @@ def contenders(scratch: Path, concurrency: int) -> list[Contender]:
             },
         ),
     ]
+    if NEW_PID_NAMESPACE and usable(NEW_PID_NAMESPACE):
+        # As a container restarts: the new worker cannot check the old one's processes.
+        base = entrants[0]
+        ns = f"benchrec{uuid.uuid4().hex[:8]}"
+        env = {**base.env, "QUEUE_NAMESPACE": ns, "BENCH_DONE_KEY": f"{ns}.bench-done"}
+        entrants.insert(
+            1,
+            Contender(
+                "generated, new PID ns",
+                project,
+                f"{ns}.default",
+                f"{ns}.unacked",
+                ns,
+                base.fill,
+                [*NEW_PID_NAMESPACE, *generated],
+                env,
+            ),
+        )
+    return entrants
+
+
+def usable(launcher: list[str]) -> bool:
+    done = subprocess.run([*launcher, "true"], capture_output=True, check=False)
+    if done.returncode:
+        print(f"(no contender in a new PID namespace: {' '.join(launcher)} fails here)")
+    return done.returncode == 0
 
 
 def start(contender: Contender, log: Path) -> subprocess.Popen[bytes]:
