@@ -5,6 +5,8 @@
 - A worker of another host (its own UTS namespace, so its own hostname) that never comes
   back: a worker of this host cannot check its processes, and gives its jobs back once
   its heartbeat expired (a few seconds here).
+- A live worker's jobs are never taken, not even by a second worker started on the same
+  host under the same node name.
 
 Either way nothing is lost, and the jobs that were not running when the worker died run
 exactly once. The figures are printed (run with -s); bench/recovery.py measures them
@@ -156,3 +158,20 @@ def test_jobs_of_a_worker_of_another_host_come_back_once_its_heartbeat_expired(
         f"\n[redis] another host, never back (WORKER_HEARTBEAT_TTL={ttl}): {expired.group(1)} "
         f"held jobs; the cut-short ones running again {back:.1f} s after the crash"
     )
+
+
+def test_a_second_worker_started_with_the_same_node_name_never_takes_a_live_ones_jobs(
+    project: Project, folder: Path
+) -> None:
+    node = ("--hostname", f"twin-{uuid.uuid4().hex[:6]}@%h")
+    tokens = ["long-0", "long-1", *(f"short-{i}" for i in range(6))]
+    with project.worker(*WORKER_ARGS, *node, name="first", own_group=True) as first:
+        calls = [[str(folder), t, LONG if t.startswith("long") else SHORT] for t in tokens]
+        dispatch(project, "slow", *calls)
+        wait_for(lambda: len(begun(folder, tokens[:2])) == 2, 30, "the long jobs to start")
+        # Started twice by mistake, under the same name, while the first one holds jobs.
+        with project.worker(*WORKER_ARGS, *node, name="twin", own_group=True) as twin:
+            wait_for(lambda: all_done(folder, tokens), timeout=30, what="every job to be done")
+            assert first.process is not None and first.process.poll() is None
+    assert "Restored" not in twin.log(), twin.log()[-3000:]
+    assert {runs_of(folder, token, "begun") for token in tokens} == {1}
