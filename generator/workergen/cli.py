@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from workergen import __version__
 from workergen.commands.check import check
 from workergen.commands.diff import diff
 from workergen.commands.make import FORWARDED, make_cron, make_job
@@ -50,13 +51,7 @@ app = typer.Typer(
 def _show_version(value: bool) -> None:
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        installed = version("workergen")
-    except PackageNotFoundError:
-        installed = "unknown (not installed)"
-    typer.echo(f"workergen {installed}")
+    typer.echo(f"workergen {__version__}")
     raise typer.Exit()
 
 
