@@ -141,20 +141,21 @@ def test_a_checkout_renders_its_working_tree_as_copier_does(tmp_path: Path):
     # A checkout at HEAD renders its working tree without copier cloning it: uncommitted
     # edits and new files in, deleted and git-ignored files out, executable bits kept.
     repo = tmp_path / "repo"
-    (repo / "t").mkdir(parents=True)
-    (repo / "copier.yml").write_text("_subdirectory: t\nname:\n  type: str\n  default: x\n")
+    (repo / "template").mkdir(parents=True)
+    (repo / "copier.yml").write_text("_subdirectory: template\nname:\n  type: str\n  default: x\n")
     (repo / ".gitignore").write_text("*.log\n")
-    (repo / "t" / "kept.txt").write_text("kept\n")
-    (repo / "t" / "edited.txt.jinja").write_text("{{ name }} before\n")
-    (repo / "t" / "deleted.txt").write_text("gone\n")
-    (repo / "t" / "run.sh").write_text("#!/bin/sh\n")
-    (repo / "t" / "run.sh").chmod(0o755)
+    (repo / "notes.txt").write_text("not the template\n")
+    (repo / "template" / "kept.txt").write_text("kept\n")
+    (repo / "template" / "edited.txt.jinja").write_text("{{ name }} before\n")
+    (repo / "template" / "deleted.txt").write_text("gone\n")
+    (repo / "template" / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "template" / "run.sh").chmod(0o755)
     git(repo, "init", "-q")
     commit_all(repo, "template")
-    (repo / "t" / "edited.txt.jinja").write_text("{{ name }} after\n")
-    (repo / "t" / "deleted.txt").unlink()
-    (repo / "t" / "{{ name }}.new.txt").write_text("new\n")
-    (repo / "t" / "debug.log").write_text("ignored\n")
+    (repo / "template" / "edited.txt.jinja").write_text("{{ name }} after\n")
+    (repo / "template" / "deleted.txt").unlink()
+    (repo / "template" / "{{ name }}.new.txt").write_text("new\n")
+    (repo / "template" / "debug.log").write_text("ignored\n")
     source = TemplateSource(path=repo, vcs_ref="HEAD", history=repo)
 
     ours = tmp_path / "ours"

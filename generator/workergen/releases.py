@@ -112,13 +112,15 @@ def git_address(src_path: str) -> str:
 
 
 def working_tree_files(repo: Path) -> list[str]:
-    """The files in the working tree of `repo` that copier renders from at HEAD.
+    """The template's files (`TEMPLATE_PATHS`) in the working tree of `repo`, as copier sees them.
 
     Those git tracks or would track (ignored ones left out), uncommitted edits
-    included and deleted files left out: what copier takes when it clones a
-    local checkout and commits its draft changes.
+    included and deleted files left out: what copier takes of the template when
+    it clones a local checkout at HEAD and commits its draft changes.
     """
-    listed = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
+    listed = _git(
+        repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *TEMPLATE_PATHS
+    ).stdout
     names = dict.fromkeys(name for name in listed.split("\0") if name)
     return [name for name in names if (repo / name).is_file() or (repo / name).is_symlink()]
 
