@@ -442,6 +442,21 @@ def test_version_is_the_installed_one():
     assert result.output == f"workergen {version('workergen')}\n"
 
 
+def test_the_console_script_prints_the_version_without_the_command_line():
+    code = textwrap.dedent("""\
+        import sys
+        from workergen.entry import main
+        main(["--version"])
+        print("imported:", sorted(m for m in ("typer", "workergen.cli") if m in sys.modules),
+              file=sys.stderr)
+        """)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout == run("--version").output
+    assert "imported: []" in result.stderr
+
+
 def test_help_lists_new_and_its_flags():
     result = run("new", "--help")
     assert result.exit_code == 0

@@ -357,3 +357,25 @@ def test_python_m_make_job_imports_only_the_scaffolding(project: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "imported: []" in done.stderr
     assert (project / PACKAGE / "jobs" / "send_invoice.py").is_file()
+
+
+def test_workergen_make_job_loads_no_other_command(project: Path):
+    # The console script runs make:* on its own: none of new, update, check or diff is loaded.
+    code = (
+        "import sys\n"
+        "from workergen.entry import main\n"
+        "try:\n"
+        "    main(['make:job', 'SendInvoice'])\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "others = ('workergen.cli', 'workergen.commands.new', 'workergen.commands.check',\n"
+        "          'copier')\n"
+        "print('imported:', sorted(m for m in others if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=60
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "imported: []" in done.stderr
+    assert (project / PACKAGE / "jobs" / "send_invoice.py").is_file()
