@@ -3,8 +3,10 @@
     python bench/generator.py [--runs 7] [--cookiecutter-django PATH]
 
 Each figure is the median wall time of N runs of a fresh process, after one
-untimed warm-up run; within a case the contenders run in turn, round after
-round, so load on the machine hits them alike. Ratios are against an anchor
+untimed warm-up run; the median CPU time (user and system, the process and
+its children) is printed beside it, as it moves less on a loaded machine.
+Within a case the contenders run in turn, round after round, so load on the
+machine hits them alike. Goals are on wall time, ratios against an anchor
 timed in the same run. Cases and goals (issue 15):
 
   new        `workergen new --defaults` against `copier copy` of the same
@@ -26,6 +28,15 @@ Its later releases' post-generation hook runs `uv add`, which resolves the
 project's dependencies over the network: not a generator's work. Without the
 clone (or without cookiecutter) that contender is skipped, and says why.
 Exit status 1 when a goal is missed.
+
+workergen runs as `python -m workergen` of this interpreter, so it is the
+workergen this script imports. From a checkout that is the editable install,
+whose template both tools render from git; to time an installed wheel's
+template (a plain directory) instead, put the unpacked wheel first:
+
+    python -m build --wheel --no-isolation -o /tmp/wheel
+    python -m zipfile -e /tmp/wheel/workergen-*.whl /tmp/wheel/site
+    PYTHONPATH=/tmp/wheel/site python bench/generator.py
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,6 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import workergen as workergen_package
 from workergen.template_source import locate_template
 
 BIN = Path(sys.executable).parent
@@ -78,11 +91,22 @@ def command(name: str, module: str) -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", module]
 
 
-def run_once(contender: Contender) -> float:
-    """Wall time of one process, run in a fresh scratch directory."""
+WORKERGEN = [sys.executable, "-m", "workergen"]
+"""The workergen this script imports (see the module's docstring)."""
+
+
+def children_cpu() -> float:
+    """CPU time (user and system) of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(contender: Contender) -> tuple[float, float]:
+    """Wall time and CPU time of one process, run in a fresh scratch directory."""
     scratch = Path(tempfile.mkdtemp(prefix="workergen-bench-"))
     try:
         argv = contender.argv(scratch)
+        cpu = children_cpu()
         started = time.perf_counter()
         subprocess.run(
             argv,
@@ -92,22 +116,25 @@ def run_once(contender: Contender) -> float:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        return time.perf_counter() - started
+        return time.perf_counter() - started, children_cpu() - cpu
     except subprocess.CalledProcessError as error:
         sys.exit(f"{contender.name} failed:\n{error.stderr.decode(errors='replace')}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def timed(contenders: Sequence[Contender], runs: int) -> dict[str, float]:
-    """The median time of each contender, run in turn round after round."""
+def timed(contenders: Sequence[Contender], runs: int) -> dict[str, tuple[float, float]]:
+    """The median wall and CPU time of each contender, run in turn round after round."""
     for contender in contenders:
         run_once(contender)  # warm-up, not counted
-    times: dict[str, list[float]] = {contender.name: [] for contender in contenders}
+    times: dict[str, list[tuple[float, float]]] = {contender.name: [] for contender in contenders}
     for _ in range(runs):
         for contender in contenders:
             times[contender.name].append(run_once(contender))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {
+        name: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+        for name, values in times.items()
+    }
 
 
 def cookiecutter_django(given: str | None) -> tuple[Path | None, str]:
@@ -136,7 +163,7 @@ def new_contenders(config: Path, cookiecutter: Path | None) -> list[Contender]:
     """`workergen new`, `copier copy` of the same template, and cookiecutter-django if given."""
     source = locate_template()
     vcs_ref = ["--vcs-ref", source.vcs_ref] if source.vcs_ref else []
-    workergen, copier = command("workergen", "workergen"), command("copier", "copier")
+    workergen, copier = WORKERGEN, command("copier", "copier")
     contenders = [
         Contender(
             "workergen new",
@@ -181,7 +208,7 @@ def new_contenders(config: Path, cookiecutter: Path | None) -> list[Contender]:
 def make_contenders(project: Path) -> list[Contender]:
     """`make:job` from both entry points, each run naming a new job."""
     names = (f"BenchJob{n}" for n in itertools.count())
-    workergen = command("workergen", "workergen")
+    workergen = WORKERGEN
     return [
         Contender("workergen make:job", lambda d: [*workergen, "make:job", next(names)], project),
         Contender(
@@ -192,11 +219,12 @@ def make_contenders(project: Path) -> list[Contender]:
     ]
 
 
-def report(case: str, medians: dict[str, float], goals: Sequence[Goal]) -> bool:
-    """Print the case's medians and its goals; True when every goal is met."""
+def report(case: str, timings: dict[str, tuple[float, float]], goals: Sequence[Goal]) -> bool:
+    """Print the case's medians and its goals (on wall time); True when every goal is met."""
     print(f"\n{case}")
-    for name, median in medians.items():
-        print(f"  {name:<28} {median * 1000:>7.0f} ms")
+    for name, (wall, cpu) in timings.items():
+        print(f"  {name:<28} {wall * 1000:>7.0f} ms wall {cpu * 1000:>7.0f} ms CPU")
+    medians = {name: wall for name, (wall, _) in timings.items()}
     met = True
     for goal in goals:
         if goal.ours not in medians or (goal.anchor and goal.anchor not in medians):
@@ -231,13 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cookiecutter, about = cookiecutter_django(args.cookiecutter_django)
     source = locate_template()
+    print(f"workergen: {Path(workergen_package.__file__).parent} ({workergen_package.__version__})")
     print(f"template: {source.path} (vcs_ref={source.vcs_ref})")
     print(f"cookiecutter-django: {about}")
     print(f"runs: {args.runs} per command, median wall time of whole processes")
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"machine: {os.cpu_count()} CPUs, load average {load} at start")
 
-    workergen = command("workergen", "workergen")
+    workergen = WORKERGEN
     met = True
     with tempfile.TemporaryDirectory(prefix="workergen-bench-") as scratch:
         config = Path(scratch) / "cookiecutter.yaml"
