@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cookiecutter, about = cookiecutter_django(args.cookiecutter_django)
     source = locate_template()
-    print(f"workergen: {Path(workergen_package.__file__).parent} ({workergen_package.__version__})")
+    print(f"workergen: {Path(workergen_package.__file__).parent}")
     print(f"template: {source.path} (vcs_ref={source.vcs_ref})")
     print(f"cookiecutter-django: {about}")
     print(f"runs: {args.runs} per command, median wall time of whole processes")
