@@ -111,6 +111,8 @@ def run_once(contender: Contender) -> tuple[float, float]:
         subprocess.run(
             argv,
             cwd=contender.cwd or scratch,
+            # Temporary files go with the scratch directory: cookiecutter leaves its hooks.
+            env={**os.environ, "TMPDIR": str(scratch)},
             check=True,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
