@@ -46,14 +46,16 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from celery.exceptions import Retry
 
 from .deliveries import message_task
 from .queues import qualified_queue
 from .signals import duplicate_skipped
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +238,8 @@ def run_once(
     task: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: Callable[[], Any]
 ) -> Any:
     """Run `run()` unless this key's work is done or another delivery is working on it."""
+    import redis
+
     from .locks import delete_if_held, lock_client, replace_if_held
 
     settings = task.app.settings
@@ -278,8 +282,6 @@ def release_dead_lettered(celery_app: Any, message: Any) -> None:
     skipped as a duplicate until the claim expired. Only a claim of this task id
     is deleted, and only if unchanged: `done` or another delivery's claim stays.
     """
-    from .locks import delete_if_held, lock_client
-
     task = celery_app.tasks.get((message.headers or {}).get("task"))
     task_id, _ = message_task(message)
     # Only JSON is decoded here: refused content (pickle) never is.
@@ -289,6 +291,10 @@ def release_dead_lettered(celery_app: Any, message: Any) -> None:
         args, kwargs, _embed = message.decode()
     except Exception:  # not a task body: its claim expires by itself
         return
+    import redis
+
+    from .locks import delete_if_held, lock_client
+
     settings = celery_app.settings
     key = job_key(
         task.name, settings.queue_namespace, explicit_key(message), tuple(args), dict(kwargs)
