@@ -6,14 +6,17 @@
 For each broker (loopback only) it starts two workers side by side, a stock
 Celery app (library defaults, `--without-mingle --without-gossip`) and a
 project generated for that broker (`queue work --queue default`, all its
-guarantees), then sends them jobs one at a time, alternating between the two:
+guarantees), on RabbitMQ also a third: stock Celery waiting for the broker to
+confirm each publish (`confirm_publish`), as the project does so that a
+dispatch returns only once RabbitMQ has the job. It sends them jobs one at a
+time, in turn:
 the producer stamps `time.time()` in the job's arguments just before it
 dispatches, the job's first line subtracts it from its own `time.time()` and
 pushes the difference to a Redis list (`--record-url`), and the producer waits
 for that figure and `--gap` seconds more before the next job, so every job
 finds its worker idle. The first jobs of each worker are a warm-up, not
 counted. Printed: p50, p90, p99 and the maximum of each worker, in
-milliseconds, and the generated project's ratio to stock Celery.
+milliseconds, and each worker's ratio to stock Celery.
 
 Workers are started with --pidfile and stopped by their PID; the queues and
 keys of the run are deleted afterwards.
@@ -58,6 +61,7 @@ class StampJob:
         record(key, sent)
 '''
 
+CONFIRMED = "stock, confirms"
 PRODUCER = f"""\
 import json
 import os
@@ -69,6 +73,7 @@ import redis
 from stock_app import stamp
 from {PACKAGE}.jobs.stamp import StampJob
 
+CONFIRMED = {CONFIRMED!r}
 jobs, gap, warmup = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 keys = json.loads(sys.argv[4])
 # BLPOP waits longer than redis-py's default socket timeout.
@@ -77,11 +82,19 @@ send = {{
     "stock Celery": lambda key: stamp.delay(key, time.time()),
     "generated": lambda key: StampJob.dispatch(key, time.time()),
 }}
+if sys.argv[5]:
+    # Stock Celery waiting for RabbitMQ's confirmation of each publish, as the project does.
+    from celery import Celery
+
+    confirmed = Celery("stock", broker=os.environ["BENCH_BROKER_URL"])
+    confirmed.conf.task_default_queue = sys.argv[5]
+    confirmed.conf.broker_transport_options = {{"confirm_publish": True}}
+    send[CONFIRMED] = lambda key: confirmed.send_task("stock.stamp", args=(key, time.time()))
 seen = {{label: [] for label in send}}
 order = list(send)
 for number in range(warmup + jobs):
-    # Alternate who goes first, so neither always follows the other's job.
-    for label in order if number % 2 else order[::-1]:
+    # Rotate who goes first, so none always follows the same one's job.
+    for label in order[number % len(order):] + order[:number % len(order)]:
         send[label](keys[label])
         got = store.blpop(keys[label], timeout=60 if number == 0 else 10)
         if got is None:
@@ -141,18 +154,22 @@ def side_by_side(name: str, url: str, record_url: str, scratch: Path) -> Side:
 def measure(
     name: str, url: str, record_url: str, scratch: Path, options: argparse.Namespace
 ) -> dict[str, list[float]]:
-    """Both workers up, the jobs sent; the latencies of each worker, in seconds."""
+    """The workers up, the jobs sent; the latencies of each worker, in seconds."""
     python = sys.executable
     side = side_by_side(name, url, record_url, scratch)
     project, lib, env = side.project, side.lib, side.env
-    labels = ("stock Celery", "generated")
+    # On RabbitMQ the project waits for the broker to confirm each publish:
+    # stock Celery doing the same prices that guarantee.
+    confirmed_queue = f"bench-stock-{uuid.uuid4().hex[:8]}" if name == "rabbitmq" else ""
+    labels = ["stock Celery", "generated", *([CONFIRMED] if confirmed_queue else [])]
     keys = {label: f"bench-latency-{uuid.uuid4().hex[:8]}" for label in labels}
     concurrency = ["--concurrency", str(options.concurrency)]
-    stock = worker(
-        [python, "-m", "celery", "-A", "stock_app", "worker", "--without-mingle",
-         "--without-gossip", *concurrency],
-        lib, env, scratch, f"stock-{name}",
-    )  # fmt: skip
+    stock_worker = [python, "-m", "celery", "-A", "stock_app", "worker", "--without-mingle",
+                    "--without-gossip", *concurrency]  # fmt: skip
+    stocks = [worker(stock_worker, lib, env, scratch, f"stock-{name}")]
+    if confirmed_queue:
+        confirmed_env = {**env, "BENCH_QUEUE": confirmed_queue}
+        stocks.append(worker(stock_worker, lib, confirmed_env, scratch, f"confirmed-{name}"))
     generated = worker(
         [python, "-m", PACKAGE, "queue", "work", "--queue", "default", *concurrency],
         project, env, scratch, f"generated-{name}",
@@ -160,16 +177,18 @@ def measure(
     try:
         done = subprocess.run(
             [python, "-c", PRODUCER, str(options.jobs), str(options.gap), str(WARMUP),
-             json.dumps(keys)],
+             json.dumps(keys), confirmed_queue],
             cwd=lib, env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         if done.returncode:
             raise SystemExit(f"{name}: the producer failed:\n{done.stderr[-3000:]}")
         return json.loads(done.stdout)
     finally:
-        stop(stock)
-        stop(generated)
+        for each in (*stocks, generated):
+            stop(each)
         side.forget(url)
+        if confirmed_queue:
+            forget_namespace(url, confirmed_queue, [confirmed_queue])
         forget_namespace(record_url, "bench-latency", list(keys.values()))
 
 
@@ -186,7 +205,7 @@ def report(name: str, seen: dict[str, list[float]]) -> None:
             for point, value in zip(points, values, strict=True)
         )
         ratio = "  ".join(f"{value / ref:4.2f}x" for value, ref in zip(values, base, strict=True))
-        print(f"{name:<9} {label:<13} {cells}   x stock: {ratio}")
+        print(f"{name:<9} {label:<15} {cells}   x stock: {ratio}")
 
 
 def main() -> None:
