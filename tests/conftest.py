@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ def sqs_url() -> Iterator[str]:
             pytest.fail(f"CI=true requires SQS: moto[server] is not installed ({exc})")
         pytest.skip(f"moto[server] is not installed ({exc}); pip install -e '.[dev]'")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    _speed_up_moto_with_thousands_of_messages()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
@@ -82,6 +84,35 @@ def sqs_url() -> Iterator[str]:
         yield url
     finally:
         server.stop()
+
+
+def _speed_up_moto_with_thousands_of_messages() -> None:
+    """Make moto's SQS cost linear, not quadratic, in the messages of a queue.
+
+    moto 5 scans the whole queue on every send and every message it hands out
+    (send reads all queue attributes, message counts included; receive checks
+    each message's retention period the same way), and each scan reads the
+    clock through datetime arithmetic per message: sending and listing 2,000
+    dead letters took about 8 minutes. Here the clock is read with time.time()
+    and retention from the queue's own attribute: the same values and the same
+    decisions, at a fraction of the cost; nothing else of the server changes.
+    """
+    from moto.sqs import models
+
+    slow_seconds, slow_millis = models.unix_time, models.unix_time_millis
+
+    def seconds(dt: Any = None) -> float:
+        return time.time() if dt is None else slow_seconds(dt)
+
+    def millis(dt: Any = None) -> float:
+        return time.time() * 1000.0 if dt is None else slow_millis(dt)
+
+    def within_retention(self: models.SQSBackend, queue_name: str, message: Any) -> bool:
+        period = float(self.get_queue(queue_name).message_retention_period)
+        return period + message.sent_timestamp / 1000 > seconds()
+
+    models.unix_time, models.unix_time_millis = seconds, millis
+    models.SQSBackend.is_message_valid_based_on_retention_period = within_retention
 
 
 @pytest.fixture

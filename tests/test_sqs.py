@@ -261,15 +261,16 @@ def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
     assert letters[0]["content_type"] == "application/x-python-serialize"
 
 
-LETTERS = int(os.environ.get("WORKERGEN_TEST_SQS_LETTERS", "400"))
+LETTERS = int(os.environ.get("WORKERGEN_TEST_SQS_LETTERS", "2000"))
 
 
 def test_dlq_list_and_purge_finish_on_thousands_of_letters(project: Project, sqs_url: str) -> None:
     provision(project)
     client = sqs_client(sqs_url)
     url = client.get_queue_url(QueueName=f"{namespace(project)}-default-dlq")["QueueUrl"]
-    # A 5 s visibility timeout: a pass longer than that used to meet its letters again.
-    client.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "5"})
+    # A 1 s visibility timeout: a pass that relied on the queue's own timeout would
+    # meet its first letters again long before it read the last one.
+    client.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "1"})
     for start in range(0, LETTERS, 10):
         entries = [
             {
