@@ -166,10 +166,12 @@ def measure(
     concurrency = ["--concurrency", str(options.concurrency)]
     stock_worker = [python, "-m", "celery", "-A", "stock_app", "worker", "--without-mingle",
                     "--without-gossip", *concurrency]  # fmt: skip
-    stocks = [worker(stock_worker, lib, env, scratch, f"stock-{name}")]
+    # Each its own node name: two workers named alike share (and lock) a control queue.
+    stocks = [worker([*stock_worker, "--hostname", "stock@%h"], lib, env, scratch, "stock")]
     if confirmed_queue:
         confirmed_env = {**env, "BENCH_QUEUE": confirmed_queue}
-        stocks.append(worker(stock_worker, lib, confirmed_env, scratch, f"confirmed-{name}"))
+        confirmed_worker = [*stock_worker, "--hostname", "confirmed@%h"]
+        stocks.append(worker(confirmed_worker, lib, confirmed_env, scratch, "confirmed"))
     generated = worker(
         [python, "-m", PACKAGE, "queue", "work", "--queue", "default", *concurrency],
         project, env, scratch, f"generated-{name}",
