@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,7 +161,7 @@ def forget_namespace(
     url: str, namespace: str, queues: list[str], lanes: tuple[str, ...] = ()
 ) -> None:
     """Delete what a run left on a broker: Redis keys naming `namespace` or `queues`;
-    on RabbitMQ the queues, and a generated project's lanes and dead letters."""
+    on RabbitMQ the queues, and a generated project's lanes, dead letters and policies."""
     if url.startswith("redis"):
         import redis
 
@@ -177,6 +178,13 @@ def forget_namespace(
         queues = [*queues, f"{namespace}.{lane}", f"{namespace}.{lane}.dlq"]
     for queue in queues:
         delete_queue(url, queue)
+    ctl = shutil.which("rabbitmqctl")
+    if lanes and ctl:  # the lanes' dead-letter policies, which the worker set
+        for lane in lanes:
+            policy = f"{namespace}.{lane}.dead-letters"
+            subprocess.run(
+                [ctl, "--quiet", "clear_policy", policy], capture_output=True, timeout=60
+            )
 
 
 def project_lanes(project: Path, package: str) -> tuple[str, ...]:
