@@ -42,15 +42,17 @@ import math
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from celery.exceptions import Retry
 
 from .deliveries import message_task
 from .processes import Holder, process_alive, this_process
 from .queues import qualified_queue
 from .signals import duplicate_skipped
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,8 @@ def run_once(
     task: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: Callable[[], Any]
 ) -> Any:
     """Run `run()` unless this key's work is done or another delivery is working on it."""
+    import redis
+
     from .locks import delete_if_held, lock_client, replace_if_held
 
     settings = task.app.settings
@@ -209,8 +213,6 @@ def release_dead_lettered(celery_app: Any, message: Any) -> None:
     skipped as a duplicate until the claim expired. Only a claim of this task id
     is deleted, and only if unchanged: `done` or another delivery's claim stays.
     """
-    from .locks import delete_if_held, lock_client
-
     task = celery_app.tasks.get((message.headers or {}).get("task"))
     task_id, _ = message_task(message)
     # Only JSON is decoded here: refused content (pickle) never is.
@@ -220,6 +222,10 @@ def release_dead_lettered(celery_app: Any, message: Any) -> None:
         args, kwargs, _embed = message.decode()
     except Exception:  # not a task body: its claim expires by itself
         return
+    import redis
+
+    from .locks import delete_if_held, lock_client
+
     settings = celery_app.settings
     key = job_key(
         task.name, settings.queue_namespace, explicit_key(message), tuple(args), dict(kwargs)
