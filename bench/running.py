@@ -2,12 +2,70 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
+# Loopback brokers only; the variables point the benches at others on this host.
+BROKERS = {
+    "redis": os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "rabbitmq": os.environ.get(
+        "WORKERGEN_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
+    ),
+}
+
+STOCK_APP = """\
+import json
+import os
+
+from celery import Celery
+
+from bench_record import record
+
+app = Celery("stock", broker=os.environ["BENCH_BROKER_URL"])
+app.conf.task_default_queue = os.environ["BENCH_QUEUE"]
+# Variants change one library setting at a time (JSON), to price each guarantee.
+app.conf.update(json.loads(os.environ.get("BENCH_CONF", "{}")))
+
+
+@app.task(name="stock.noop")
+def noop():
+    return None
+
+
+@app.task(name="stock.stamp")
+def stamp(key, sent):
+    record(key, sent)
+"""
+
+# What a job's first line calls in both apps: how long after `sent` it started.
+RECORDER = """\
+import os
+import time
+
+import redis
+
+_store = []
+
+
+def record(key, sent):
+    started = time.time()
+    if not _store:
+        _store.append(redis.Redis.from_url(os.environ["BENCH_RECORD_URL"]))
+    _store[0].rpush(key, repr(started - sent))
+"""
+
+
+def write_stock_app(folder: Path) -> None:
+    """The stock Celery app (`stock_app.py`) and the recorder its jobs use, in `folder`."""
+    (folder / "stock_app.py").write_text(STOCK_APP)
+    (folder / "bench_record.py").write_text(RECORDER)
 
 
 def render_project(dest: Path, package: str, **answers: str) -> Path:
@@ -42,3 +100,105 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(10)
+
+
+def delete_queue(url: str, queue: str) -> None:
+    from kombu import Connection
+
+    try:
+        with Connection(url) as conn:
+            conn.default_channel.queue_delete(queue)
+    except Exception as exc:
+        print(f"  (could not delete queue {queue}: {exc})", file=sys.stderr)
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(CPU of the process itself, CPU of its children that already exited), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (utime + stime) / tick, (cutime + cstime) / tick
+
+
+def worker_cpu(pid: int) -> tuple[float, float] | None:
+    """(main process, pool processes) CPU seconds of a worker so far; None without /proc."""
+    try:
+        own, exited = cpu_seconds(pid)
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pool = exited
+        for child in children:
+            try:
+                pool += sum(cpu_seconds(int(child)))
+            except FileNotFoundError:
+                continue  # exited since the listing; counted next time in `exited`
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return own, pool
+
+
+def port_open(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), 1):
+            return True
+    except OSError:
+        return False
+
+
+def loopback_broker(name: str) -> str | None:
+    """The URL of broker `name`, None (said) when it is not running; only loopback is used."""
+    url = BROKERS[name]
+    host = urlsplit(url).hostname or ""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise SystemExit(f"{name}: loopback brokers only, got {host}")
+    if not port_open(url):
+        print(f"{name}: not reachable at {host}; skipped")
+        return None
+    return url
+
+
+def forget_namespace(
+    url: str, namespace: str, queues: list[str], lanes: tuple[str, ...] = ()
+) -> None:
+    """Delete what a run left on a broker: Redis keys naming `namespace` or `queues`;
+    on RabbitMQ the queues, and a generated project's lanes, dead letters and policies."""
+    if url.startswith("redis"):
+        import redis
+
+        client = redis.Redis.from_url(url)
+        try:
+            for name in (namespace, *queues):
+                keys = list(client.scan_iter(match=f"*{name}*", count=1000))
+                if keys:
+                    client.delete(*keys)
+        finally:
+            client.close()
+        return
+    for lane in lanes:
+        queues = [*queues, f"{namespace}.{lane}", f"{namespace}.{lane}.dlq"]
+    for queue in queues:
+        delete_queue(url, queue)
+    ctl = shutil.which("rabbitmqctl")
+    if lanes and ctl:  # the lanes' dead-letter policies, which the worker set
+        for lane in lanes:
+            policy = f"{namespace}.{lane}.dead-letters"
+            subprocess.run(
+                [ctl, "--quiet", "clear_policy", policy], capture_output=True, timeout=60
+            )
+
+
+def project_lanes(project: Path, package: str) -> tuple[str, ...]:
+    """The lanes a rendered project was generated with (its core/project.py)."""
+    import ast
+
+    for line in (project / package / "core" / "project.py").read_text().splitlines():
+        if line.startswith("LANES"):
+            return tuple(ast.literal_eval(line.partition("=")[2].strip()))
+    return ("default",)
+
+
+def percentile(values: list[float], point: float) -> float:
+    """The `point`-th percentile (nearest rank) of `values`; 100 is the maximum."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * point // 100))
+    return ordered[int(rank) - 1]

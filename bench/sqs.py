@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from running import stop
+from running import stop, write_stock_app
 from throughput import (
     PACKAGE,
-    STOCK_APP,
     Contender,
     Measurement,
     QueueDepth,
@@ -197,7 +196,7 @@ def main() -> None:
         url = f"sqs://bench:bench@127.0.0.1:{server.stdout.readline().strip()}"
         stock_dir = scratch / "stock"
         stock_dir.mkdir()
-        (stock_dir / "stock_app.py").write_text(STOCK_APP)
+        write_stock_app(stock_dir)
         project = render_project(scratch / "project-sqs", "sqs")
         chosen = sqs_contenders(
             url, project, stock_dir, options.tasks, options.concurrency, options.variants

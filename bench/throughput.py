@@ -36,36 +36,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from running import BROKERS, delete_queue, loopback_broker, stop, worker_cpu, write_stock_app
 from running import render_project as render
-from running import stop
 
-BROKERS = {
-    "redis": os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
-    "rabbitmq": os.environ.get(
-        "WORKERGEN_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//"
-    ),
-}
 PACKAGE = "benchproj"
 DRAIN_TIMEOUT = 600
-
-STOCK_APP = """\
-import json
-import os
-
-from celery import Celery
-
-app = Celery("stock", broker=os.environ["BENCH_BROKER_URL"])
-app.conf.task_default_queue = os.environ["BENCH_QUEUE"]
-# Variants change one library setting at a time (JSON), to price each guarantee.
-app.conf.update(json.loads(os.environ.get("BENCH_CONF", "{}")))
-
-
-@app.task(name="stock.noop")
-def noop():
-    return None
-"""
 
 NOOP_JOB = f'''"""A job that does nothing, for the throughput benchmark."""
 
@@ -127,16 +103,6 @@ class QueueDepth:
             self.connection.release()
 
 
-def delete_queue(url: str, queue: str) -> None:
-    from kombu import Connection
-
-    try:
-        with Connection(url) as conn:
-            conn.default_channel.queue_delete(queue)
-    except Exception as exc:
-        print(f"  (could not delete queue {queue}: {exc})", file=sys.stderr)
-
-
 @dataclass
 class Measurement:
     """One drain: tasks/s, and CPU per task in the worker's main process and its pool."""
@@ -144,30 +110,6 @@ class Measurement:
     rate: float
     main_ms: float | None
     pool_ms: float | None
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """(CPU of the process itself, CPU of its children that already exited), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
-    tick = os.sysconf("SC_CLK_TCK")
-    return (utime + stime) / tick, (cutime + cstime) / tick
-
-
-def worker_cpu(pid: int) -> tuple[float, float] | None:
-    """(main process, pool processes) CPU seconds of a worker so far; None without /proc."""
-    try:
-        own, exited = cpu_seconds(pid)
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pool = exited
-        for child in children:
-            try:
-                pool += sum(cpu_seconds(int(child)))
-            except FileNotFoundError:
-                continue  # exited since the listing; counted next time in `exited`
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return own, pool
 
 
 def run(
@@ -325,17 +267,6 @@ def contenders(
     return chosen
 
 
-def port_open(url: str) -> bool:
-    import socket
-
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname, parts.port), 1):
-            return True
-    except OSError:
-        return False
-
-
 def median(values: list[float | None]) -> float | None:
     known = [value for value in values if value is not None]
     return statistics.median(known) if known else None
@@ -382,15 +313,11 @@ def main() -> None:
     try:
         stock_dir = scratch / "stock"
         stock_dir.mkdir()
-        (stock_dir / "stock_app.py").write_text(STOCK_APP)
+        write_stock_app(stock_dir)
         print(f"{options.tasks} no-op tasks, concurrency {options.concurrency}, prefork pool")
         for name in brokers:
-            url = BROKERS[name]
-            host = urlsplit(url).hostname or ""
-            if host not in ("127.0.0.1", "localhost", "::1"):
-                raise SystemExit(f"{name}: loopback brokers only, got {host}")
-            if not port_open(url):
-                print(f"{name}: not reachable at {host}; skipped")
+            url = loopback_broker(name)
+            if url is None:
                 continue
             project = render_project(scratch / f"project-{name}", name)
             chosen = contenders(

@@ -2,7 +2,7 @@
 # Make a release of workergen and its template: bash scripts/release.sh 0.2.0
 #
 # Records the release in RELEASES (the version and the commit whose copier.yml
-# and template/ it ships), sets the version in pyproject.toml, turns the
+# and template/ it ships), sets the version in workergen/__init__.py, turns the
 # changelog's "Unreleased" section into the release's, and commits. Nothing
 # depends on a git tag; see docs/releasing.md for building and publishing.
 set -euo pipefail
@@ -26,9 +26,10 @@ grep -q '^## Unreleased$' CHANGELOG.md ||
 
 commit="$(git rev-parse HEAD)"
 echo "$version $commit" >>RELEASES
-sed -i.bak -E "s/^version = \"[^\"]*\"/version = \"$version\"/" pyproject.toml && rm pyproject.toml.bak
+init=generator/workergen/__init__.py
+sed -i.bak -E "s/^__version__ = \"[^\"]*\"/__version__ = \"$version\"/" "$init" && rm "$init.bak"
 sed -i.bak "s/^## Unreleased\$/## Unreleased\n\n## $version/" CHANGELOG.md && rm CHANGELOG.md.bak
-git add RELEASES pyproject.toml CHANGELOG.md
+git add RELEASES "$init" CHANGELOG.md
 git commit --quiet --no-verify -m "Release $version" \
   -m "RELEASES records $version as the template of $commit."
 echo "Released $version (template of ${commit:0:12}) in commit $(git rev-parse --short=12 HEAD)."

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import copier
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from support.releases import commit_all, git
 from workergen.cli import app
 from workergen.commands import new as new_command
-from workergen.template_source import TemplateSource
+from workergen.render import render_project
+from workergen.template_source import TemplateSource, locate_template
 
 runner = CliRunner()
 
@@ -84,6 +88,86 @@ def test_flags_and_data_answer_the_questions(tmp_path: Path):
     assert answers["lanes"] == "default,emails"
     assert answers["result_backend"] == "redis"
     assert (target / "shopfront").is_dir()
+
+
+def files_of(project: Path) -> dict[str, tuple[bytes, bool]]:
+    """Each file's bytes and whether it is executable, by path in the project."""
+    return {
+        str(path.relative_to(project)): (path.read_bytes(), os.access(path, os.X_OK))
+        for path in sorted(project.rglob("*"))
+        if path.is_file()
+    }
+
+
+def without_provenance(files: dict[str, tuple[bytes, bool]]) -> dict[str, tuple[bytes, bool]]:
+    """The files, with the answers file's lines naming the template's address and version cut."""
+    answers, executable = files[".copier-answers.yml"]
+    kept = [line for line in answers.splitlines(keepends=True) if not line.startswith(b"_")]
+    return {**files, ".copier-answers.yml": (b"".join(kept), executable)}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--package", "shop"], id="redis"),
+        pytest.param(
+            ["--package", "shop", "--broker", "rabbitmq", "--data", "http_api=true"],
+            id="rabbitmq-http_api",
+        ),
+    ],
+)
+def test_new_writes_what_copier_copy_writes(tmp_path: Path, args: list[str]):
+    # `new` renders with copier's worker minus work that changes nothing: the same files.
+    ours = tmp_path / "ours" / "shop"
+    result = run("new", str(ours), "--defaults", *args)
+    assert result.exit_code == 0, result.output
+    answers = {k: v for k, v in answers_of(ours).items() if not k.startswith("_")}
+    source = locate_template()
+    theirs = tmp_path / "theirs" / "shop"
+    copier.run_copy(
+        str(source.path),
+        theirs,
+        data=answers,
+        vcs_ref=source.vcs_ref,
+        defaults=True,
+        quiet=True,
+        settings=copier.Settings(),
+    )
+
+    assert without_provenance(files_of(ours)) == without_provenance(files_of(theirs))
+
+
+def test_a_checkout_renders_its_working_tree_as_copier_does(tmp_path: Path):
+    # A checkout at HEAD renders its working tree without copier cloning it: uncommitted
+    # edits and new files in, deleted and git-ignored files out, executable bits kept.
+    repo = tmp_path / "repo"
+    (repo / "template").mkdir(parents=True)
+    (repo / "copier.yml").write_text("_subdirectory: template\nname:\n  type: str\n  default: x\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "notes.txt").write_text("not the template\n")
+    (repo / "template" / "kept.txt").write_text("kept\n")
+    (repo / "template" / "edited.txt.jinja").write_text("{{ name }} before\n")
+    (repo / "template" / "deleted.txt").write_text("gone\n")
+    (repo / "template" / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "template" / "run.sh").chmod(0o755)
+    git(repo, "init", "-q")
+    commit_all(repo, "template")
+    (repo / "template" / "edited.txt.jinja").write_text("{{ name }} after\n")
+    (repo / "template" / "deleted.txt").unlink()
+    (repo / "template" / "{{ name }}.new.txt").write_text("new\n")
+    (repo / "template" / "debug.log").write_text("ignored\n")
+    source = TemplateSource(path=repo, vcs_ref="HEAD", history=repo)
+
+    ours = tmp_path / "ours"
+    render_project(source, ours, {"name": "y"})
+    theirs = tmp_path / "theirs"
+    copier.run_copy(
+        str(repo), theirs, data={"name": "y"}, vcs_ref="HEAD", defaults=True, quiet=True
+    )
+
+    assert set(files_of(ours)) == {"kept.txt", "edited.txt", "run.sh", "y.new.txt"}
+    assert (ours / "edited.txt").read_text() == "y after\n"
+    assert files_of(ours) == files_of(theirs)
 
 
 def test_missing_parent_directories_are_created(tmp_path: Path):
@@ -349,10 +433,28 @@ def test_flags_are_not_asked_again_on_a_terminal(tmp_path: Path, monkeypatch: py
 # --- the command line itself -----------------------------------------------
 
 
-def test_version():
+def test_version_is_the_installed_one():
+    # Printed from the package without reading its metadata, which says the same.
+    from importlib.metadata import version
+
     result = run("--version")
     assert result.exit_code == 0
-    assert result.output.startswith("workergen ")
+    assert result.output == f"workergen {version('workergen')}\n"
+
+
+def test_the_console_script_prints_the_version_without_the_command_line():
+    code = textwrap.dedent("""\
+        import sys
+        from workergen.entry import main
+        main(["--version"])
+        print("imported:", sorted(m for m in ("typer", "workergen.cli") if m in sys.modules),
+              file=sys.stderr)
+        """)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout == run("--version").output
+    assert "imported: []" in result.stderr
 
 
 def test_help_lists_new_and_its_flags():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.projects import Project, unique_namespace
+from support.projects import Project, redis_project
 
 pytestmark = [pytest.mark.broker]
 
@@ -78,15 +78,7 @@ print(json.dumps({
 
 @pytest.fixture
 def project(render, redis_url: str, tmp_path: Path) -> Project:
-    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
-    return Project.copy_of(
-        rendered,
-        tmp_path / "billing",
-        "billing",
-        BROKER_URL=redis_url,
-        LOCK_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace("l"),
-    )
+    return redis_project(render, redis_url, tmp_path, "l", LOCK_URL=redis_url)
 
 
 def test_a_cron_holds_its_lock_while_it_runs_and_gives_it_back_however_it_ends(

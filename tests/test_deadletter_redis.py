@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for
-from support.projects import Project, unique_namespace, wait_for_files
+from support.projects import Project, redis_project, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -18,15 +18,7 @@ MAX_DELIVERIES = 3
 
 @pytest.fixture
 def project(render, redis_url: str, tmp_path: Path) -> Project:
-    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
-    proj = Project.copy_of(
-        rendered,
-        tmp_path / "billing",
-        PACKAGE,
-        BROKER_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace("dl"),
-        TASK_MAX_DELIVERIES=str(MAX_DELIVERIES),
-    )
+    proj = redis_project(render, redis_url, tmp_path, "dl", TASK_MAX_DELIVERIES=str(MAX_DELIVERIES))
     proj.add_probe_job()
     add_fault_jobs(proj)
     return proj

@@ -86,7 +86,10 @@ def test_a_worker_killed_outright_loses_nothing_after_a_restart(
 ) -> None:
     longs = ["long-0", "long-1"]
     shorts = [f"short-{i}" for i in range(6)]
-    first = project.worker("--concurrency", "2", "--prefetch", "2", name="first").start()
+    # Its own process group, as a supervisor starts it: on Redis the restarted worker can
+    # tell that the old one is gone and takes its jobs back at once.
+    first = project.worker("--concurrency", "2", "--prefetch", "2", name="first", own_group=True)
+    first.start()
     try:
         dispatch(project, "slow", *[[str(folder), token, LONG] for token in longs])
         dispatch(project, "slow", *[[str(folder), token, 0.2] for token in shorts])

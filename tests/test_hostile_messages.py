@@ -28,7 +28,7 @@ from support.hostile import (
     put_on_redis,
     put_on_sqs,
 )
-from support.projects import Project, unique_namespace
+from support.projects import Project, redis_project, unique_namespace
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -213,14 +213,7 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
 def test_an_unrecoverable_error_in_the_worker_exits_non_zero(
     render, redis_url: str, tmp_path: Path
 ) -> None:
-    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
-    proj = Project.copy_of(
-        rendered,
-        tmp_path / "billing",
-        PACKAGE,
-        BROKER_URL=redis_url,
-        QUEUE_NAMESPACE=unique_namespace("hm"),
-    )
+    proj = redis_project(render, redis_url, tmp_path, "hm")
     # A consumer that cannot start: Celery logs "Unrecoverable error" and stops.
     code = (
         "import sys\n"

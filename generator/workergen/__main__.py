@@ -1,5 +1,5 @@
 """`python -m workergen`."""
 
-from workergen.cli import main
+from workergen.entry import main
 
 main()

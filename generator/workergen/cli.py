@@ -1,39 +1,23 @@
 """The `workergen` command line: wires the commands and handles their errors.
 
 Commands live in `workergen.commands`, one module each. Nothing imported here
-may import copier: `workergen --help` must stay fast.
+may import copier: `workergen --help` must stay fast. The console script is
+`workergen.entry.main`, which runs this app.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
 
+from workergen import __version__
+from workergen.boundary import WorkergenGroup
 from workergen.commands.check import check
 from workergen.commands.diff import diff
 from workergen.commands.make import FORWARDED, make_cron, make_job
 from workergen.commands.new import new
 from workergen.commands.update import update
-from workergen.errors import UserMessageError
-
-
-class WorkergenGroup(TyperGroup):
-    """The one exception boundary: expected errors become a red message and exit 1."""
-
-    def invoke(self, ctx: typer.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except UserMessageError as error:
-            typer.secho(f"Error: {error.message}", fg="red", err=True)
-            if error.hint:
-                typer.secho(error.hint, fg="red", err=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            typer.secho("Execution stopped by user", fg="red", err=True)
-            raise typer.Exit(130) from None
-
 
 app = typer.Typer(
     cls=WorkergenGroup,
@@ -50,13 +34,7 @@ app = typer.Typer(
 def _show_version(value: bool) -> None:
     if not value:
         return
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        installed = version("workergen")
-    except PackageNotFoundError:
-        installed = "unknown (not installed)"
-    typer.echo(f"workergen {installed}")
+    typer.echo(f"workergen {__version__}")
     raise typer.Exit()
 
 
@@ -78,8 +56,3 @@ app.command("check")(check)
 app.command("diff")(diff)
 app.command("make:job", **FORWARDED)(make_job)
 app.command("make:cron", **FORWARDED)(make_cron)
-
-
-def main() -> None:
-    """Entry point of the `workergen` console script."""
-    app()

@@ -111,6 +111,20 @@ def git_address(src_path: str) -> str:
     return src_path.removeprefix("git+")
 
 
+def working_tree_files(repo: Path) -> list[str]:
+    """The template's files (`TEMPLATE_PATHS`) in the working tree of `repo`, as copier sees them.
+
+    Those git tracks or would track (ignored ones left out), uncommitted edits
+    included and deleted files left out: what copier takes of the template when
+    it clones a local checkout at HEAD and commits its draft changes.
+    """
+    listed = _git(
+        repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *TEMPLATE_PATHS
+    ).stdout
+    names = dict.fromkeys(name for name in listed.split("\0") if name)
+    return [name for name in names if (repo / name).is_file() or (repo / name).is_symlink()]
+
+
 def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return _run_git(["-C", str(repo), *args], check=check, source=str(repo))
 

@@ -82,9 +82,10 @@ def render_project(
 def _run_copier(
     source: TemplateSource, destination: Path, answers: Mapping[str, Any], *, pretend: bool
 ) -> None:
-    copy_template(
-        source.path, destination, answers, vcs_ref=source.vcs_ref, pretend=pretend, overwrite=True
-    )
+    with source.without_clone() as tree:
+        copy_template(
+            tree.path, destination, answers, vcs_ref=tree.vcs_ref, pretend=pretend, overwrite=True
+        )
 
 
 def _missing_dirs(directory: Path) -> list[Path]:

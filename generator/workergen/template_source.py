@@ -10,6 +10,8 @@ whose own git history is the template's.
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workergen.errors import TemplateNotFoundError, TemplateRepositoryError
-from workergen.releases import TemplateHistory, TemplateVersion, clone_history, read_history
+from workergen.releases import (
+    TemplateHistory,
+    TemplateVersion,
+    clone_history,
+    read_history,
+    working_tree_files,
+)
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 HISTORY_BUNDLE = "history.bundle"
@@ -63,6 +71,25 @@ class TemplateSource:
                 source=str(self.path), reason=f"{version_file.name}: {error.strerror}"
             ) from None
 
+    @contextmanager
+    def without_clone(self) -> Iterator[TemplateSource]:
+        """This source in a form copier renders without cloning it, for the `with` block.
+
+        A checkout rendered at HEAD means its working tree, uncommitted edits
+        included; copier would clone the checkout and commit the edits in the
+        clone. The same files (`working_tree_files`) are linked, or copied, into
+        a scratch directory instead, which copier renders as a plain directory.
+        Any other source is given as it is.
+        """
+        if not (self.is_checkout and self.vcs_ref == "HEAD"):
+            yield self
+            return
+        with tempfile.TemporaryDirectory(prefix="workergen-template-") as scratch:
+            tree = Path(scratch)
+            for name in working_tree_files(self.path):
+                _link_or_copy(self.path / name, tree / name)
+            yield TemplateSource(path=tree)
+
     def clone_history(self, destination: Path) -> TemplateHistory:
         """A clone of the template's history (with a tag for each release) in `destination`."""
         if self.history is None or not self.history.exists():
@@ -75,6 +102,18 @@ class TemplateSource:
             else f"the template history shipped with workergen ({self.history})"
         )
         return clone_history(str(self.history), destination, label=label)
+
+
+def _link_or_copy(source: Path, destination: Path) -> None:
+    """A hard link to `source` (a copy across file systems), as `destination`."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink():
+        destination.symlink_to(os.readlink(source))
+        return
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
 
 
 def template_candidates(package_dir: Path = _PACKAGE_DIR) -> tuple[Path, ...]:

@@ -61,8 +61,12 @@ def crashes(folder: str, token: str) -> str:
 
 @job(name="{package}.slow")
 def slow(folder: str, token: str, seconds: float) -> str:
-    """Says it started, sleeps, then leaves one `<token>.done.*` file per run."""
+    """Says it started, sleeps, then leaves one `<token>.done.*` file per run.
+
+    Each run also leaves a `<token>.begun.*` file, so runs cut short count too.
+    """
     Path(folder, f"{{token}}.started").write_text(str(os.getpid()))
+    _mark(folder, token, "begun")
     time.sleep(seconds)
     _mark(folder, token, "done")
     return token
@@ -145,6 +149,15 @@ def kill_worker_outright(worker: Worker) -> None:
     for pid in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    worker.process.wait(10)
+
+
+def kill_worker_group(worker: Worker) -> None:
+    """SIGKILL the whole process group our worker leads (its pidfile's PID), as a crash would."""
+    assert worker.process is not None and worker.own_group
+    pid = int(worker.pidfile.read_text().strip())
+    assert pid == worker.process.pid == os.getpgid(pid), "only the group of our own worker"
+    os.killpg(pid, signal.SIGKILL)
     worker.process.wait(10)
 
 

@@ -109,19 +109,41 @@ class Project:
         done = self.python(code)
         assert done.returncode == 0, done.stderr
 
-    def worker(self, *args: str, name: str = "worker", **env: str) -> Worker:
-        """A worker process of this project (a context manager)."""
-        return Worker(self, list(args), name, env)
+    def worker(
+        self,
+        *args: str,
+        name: str = "worker",
+        launcher: Iterable[str] = (),
+        own_group: bool = False,
+        **env: str,
+    ) -> Worker:
+        """A worker process of this project (a context manager).
+
+        `launcher` goes before the command (e.g. `unshare`); it must exec the worker, so
+        the PID started is the worker's. `own_group`: the worker leads a process group
+        of its own, as a supervisor (systemd, supervisord) starts it.
+        """
+        return Worker(self, list(args), name, env, list(launcher), own_group)
 
 
 class Worker:
     """`queue work` in a subprocess, started with --pidfile and stopped by that PID."""
 
-    def __init__(self, project: Project, args: list[str], name: str, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        project: Project,
+        args: list[str],
+        name: str,
+        env: dict[str, str],
+        launcher: list[str] | None = None,
+        own_group: bool = False,
+    ) -> None:
         self.project = project
         self.args = args
         self.name = name
         self.env = env
+        self.launcher = launcher or []
+        self.own_group = own_group
         tag = uuid.uuid4().hex[:8]
         self.pidfile = project.root / f"{name}-{tag}.pid"
         self.logfile = project.root / f"{name}-{tag}.log"
@@ -131,6 +153,7 @@ class Worker:
         log = self.logfile.open("wb")
         self.process = subprocess.Popen(
             [
+                *self.launcher,
                 sys.executable,
                 "-m",
                 self.project.package,
@@ -146,6 +169,7 @@ class Worker:
             env={**self.project.env, **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=self.own_group,
         )
         log.close()
         deadline = time.monotonic() + ready_timeout
@@ -196,6 +220,19 @@ def wait_for_files(folder: Path, names: Iterable[str], timeout: float = 60) -> d
         time.sleep(0.2)
     missing = sorted(wanted - {p.name for p in folder.iterdir()})
     raise AssertionError(f"jobs did not run within {timeout} s; missing: {missing}")
+
+
+def redis_project(render, redis_url: str, tmp_path: Path, prefix: str, **env: str) -> Project:
+    """A copy of the Redis project `billing` (no result backend) on a namespace of its own."""
+    rendered = render(broker="redis", result_backend="none", queue_namespace="billing")
+    return Project.copy_of(
+        rendered,
+        tmp_path / "billing",
+        "billing",
+        BROKER_URL=redis_url,
+        QUEUE_NAMESPACE=unique_namespace(prefix),
+        **env,
+    )
 
 
 # Every namespace this test process handed out; the session deletes their queues and keys.

@@ -99,6 +99,9 @@ def make_release(clone: Path, version: str, *edits: Edit) -> subprocess.Complete
         env=git_env(),
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    # The release is the package's version too: the wheel built from it says so.
+    init = (clone / "generator" / "workergen" / "__init__.py").read_text()
+    assert f'\n__version__ = "{version}"\n' in init
     return done
 
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from workergen.cli import app
+from workergen.entry import main as workergen_main
 
 PACKAGE = "billing"
 ENTRY_POINTS = ("workergen", "project")
@@ -39,13 +39,24 @@ def snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
+def run_workergen(args: Sequence[str]) -> Outcome:
+    """Run the `workergen` console script's main in this process, output and errors together."""
+    output = io.StringIO()
+    code: int | str | None = 0
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        try:
+            workergen_main(args)
+        except SystemExit as stop:
+            code = stop.code
+    return Outcome(code if isinstance(code, int) else int(code is not None), output.getvalue())
+
+
 def run_make(entry: str, project: Path, *args: str, cwd: Path | None = None) -> Outcome:
     """Run `make:*` as a user would: `workergen ...` or `python -m billing ...` from cwd."""
     where = cwd or project
     if entry == "workergen":
         with contextlib.chdir(where):
-            result = CliRunner().invoke(app, list(args))
-        return Outcome(result.exit_code, result.output)
+            return run_workergen(args)
     done = subprocess.run(
         [sys.executable, "-m", PACKAGE, *args],
         cwd=where,

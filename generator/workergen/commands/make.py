@@ -7,6 +7,7 @@ The commands, their options and the work are the project's own (`core/make_cli.p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,15 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
         raise typer.Exit(code)
 
 
+def run_alone(spelling: str, args: Sequence[str]) -> None:
+    """Run `workergen <spelling> ARGS` on its own, as the group would run it (`workergen.entry`)."""
+    from workergen.boundary import WorkergenCommand
+
+    single = typer.Typer(add_completion=False, rich_markup_mode=None)
+    single.command(spelling, cls=WorkergenCommand, **FORWARDED)(COMMANDS[spelling])
+    single(args=list(args), prog_name=f"workergen {spelling}")
+
+
 def make_job(ctx: typer.Context) -> None:
     """Create a job module and its test in the project around the current folder."""
     run_project_command(ctx, "make:job")
@@ -76,3 +86,7 @@ def make_job(ctx: typer.Context) -> None:
 def make_cron(ctx: typer.Context) -> None:
     """Create a cron module and its test in the project around the current folder."""
     run_project_command(ctx, "make:cron")
+
+
+COMMANDS = {"make:job": make_job, "make:cron": make_cron}
+"""The commands by their spelling."""

@@ -15,6 +15,7 @@ from .dlq_cli import dlq_app
 from .doctor import doctor
 from .errors import ProjectError
 from .make_cli import COMMANDS as MAKE_COMMANDS
+from .make_cli import run_cli
 from .monitor import monitor
 from .provision_cli import queue_provision
 from .schedule_cli import schedule_app
@@ -210,11 +211,4 @@ def _json_arg(flag: str, raw: str, kind: type) -> Any:
 
 def main() -> None:
     """Run the CLI; expected errors print as one message and exit 1."""
-    try:
-        app()
-    except ProjectError as exc:
-        typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
-        raise SystemExit(1) from None
-    except KeyboardInterrupt:
-        typer.secho("Stopped by user.", fg=typer.colors.RED, err=True)
-        raise SystemExit(130) from None
+    run_cli(app)

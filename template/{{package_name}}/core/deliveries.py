@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
-
-import redis
 
 from . import project
 from .queues import qualified_queue
@@ -31,9 +29,16 @@ class DeliveryCounter:
     """Counts deliveries per (task id, retry) in Redis."""
 
     def __init__(self, url: str, namespace: str, limit: int) -> None:
-        self.client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+        self.url = url
         self.namespace = namespace
         self.limit = limit
+
+    @cached_property
+    def client(self) -> Any:
+        """Connected on the first redelivery: a first delivery never needs Redis."""
+        import redis
+
+        return redis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=10)
 
     def key(self, task_id: str, retries: int) -> str:
         return qualified_queue(f"deliveries.{task_id}.{retries}", self.namespace)
@@ -45,6 +50,8 @@ class DeliveryCounter:
         """
         if not redelivered:
             return 1
+        import redis
+
         key = self.key(task_id, retries)
         try:
             pipe = self.client.pipeline(transaction=True)
@@ -56,6 +63,8 @@ class DeliveryCounter:
 
     def forget(self, task_id: str, retries: int) -> None:
         """The job is done (or dead-lettered): drop its counter."""
+        import redis
+
         with contextlib.suppress(redis.RedisError):  # else it expires by itself
             self.client.delete(self.key(task_id, retries))
 

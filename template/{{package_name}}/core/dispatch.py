@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from kombu.exceptions import OperationalError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .errors import QueueUnavailableError
 from .settings import Settings, get_settings, mask_password
 
 BROKER_ERRORS: tuple[type[BaseException], ...] = (OperationalError, ConnectionError, socket.error)
-RESULT_BACKEND_ERRORS: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError)
+
+
+def result_backend_errors() -> tuple[type[BaseException], ...]:
+    """redis-py's connection errors, if redis is loaded: nothing else can raise them.
+
+    Not imported for the check: a worker or producer on RabbitMQ without a Redis
+    result backend never loads redis.
+    """
+    loaded = sys.modules.get("redis.exceptions")
+    return (loaded.ConnectionError, loaded.TimeoutError) if loaded else ()
 
 
 @contextmanager
@@ -38,11 +46,11 @@ def broker_guard(settings: Settings | None = None) -> Iterator[None]:
             raise backend_unavailable(backend, exc) from exc
         broker = current.safe_broker_url
         raise QueueUnavailableError(broker=broker, reason=str(exc) or type(exc).__name__) from exc
-    except (RuntimeError, *RESULT_BACKEND_ERRORS) as exc:
+    except (RuntimeError, *result_backend_errors()) as exc:
         backend = (settings or get_settings()).effective_result_backend
         # Celery's result consumer gives up reconnecting with a RuntimeError.
         cause = exc.__cause__ if isinstance(exc, RuntimeError) else exc
-        if backend is None or not isinstance(cause, RESULT_BACKEND_ERRORS):
+        if backend is None or not isinstance(cause, result_backend_errors()):
             raise
         raise backend_unavailable(backend, cause) from exc
 

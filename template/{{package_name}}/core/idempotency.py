@@ -35,25 +35,24 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import functools
 import hashlib
 import json
 import logging
 import math
-import os
-import socket
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from celery.exceptions import Retry
 
 from .deliveries import message_task
+from .processes import Holder, process_alive, this_process
 from .queues import qualified_queue
 from .signals import duplicate_skipped
+
+if TYPE_CHECKING:
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -96,24 +95,6 @@ def explicit_key(request: Any) -> str | None:
 
 
 @dataclass(frozen=True)
-class Holder:
-    """The worker process behind a claim."""
-
-    host: str
-    pid: int
-    started: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.host}/{self.pid}/{self.started}"
-
-    @classmethod
-    def parse(cls, text: str) -> Holder | None:
-        host, _, rest = text.partition("/")
-        pid, _, started = rest.partition("/")
-        return cls(host, int(pid), started) if host and pid.isdigit() else None
-
-
-@dataclass(frozen=True)
 class Claim:
     """A key's `running` or `retrying` state."""
 
@@ -136,54 +117,6 @@ class Claim:
         if state not in (RUNNING, RETRYING) or not attempt.isdigit() or (at and not holder):
             return None
         return cls(state, task_id, int(attempt), holder)
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """Linux: the fields of /proc/<pid>/stat after the command name (state first)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rpartition(")")[2].split()
-
-
-def _this_host() -> str:
-    """The hostname and PID namespace: where a pid names the same process."""
-    host = socket.gethostname().replace(":", "_").replace("/", "_")
-    try:
-        namespace = os.readlink("/proc/self/ns/pid")  # pid:[4026531836]
-    except OSError:
-        return host
-    return f"{host}+{namespace.removeprefix('pid:[').removesuffix(']')}"
-
-
-@functools.cache
-def _process(pid: int) -> Holder:
-    stat = _proc_stat(pid)
-    return Holder(_this_host(), pid, stat[19] if stat and len(stat) > 19 else "")
-
-
-def this_process() -> Holder:
-    """This worker process as a claim's holder."""
-    return _process(os.getpid())
-
-
-def process_alive(holder: Holder) -> bool | None:
-    """Whether the holder still runs; None when this host cannot tell (another host)."""
-    if holder.host != this_process().host or os.name == "nt":  # nt: os.kill would end it
-        return None
-    try:
-        os.kill(holder.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process
-    stat = _proc_stat(holder.pid)
-    if stat is None:
-        return True  # no /proc: the pid exists, and that is all one can tell
-    if stat[0] in ("Z", "X"):
-        return False  # dead, not yet reaped
-    return not holder.started or (len(stat) > 19 and stat[19] == holder.started)
 
 
 class Verdict(enum.Enum):
@@ -236,6 +169,8 @@ def run_once(
     task: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: Callable[[], Any]
 ) -> Any:
     """Run `run()` unless this key's work is done or another delivery is working on it."""
+    import redis
+
     from .locks import delete_if_held, lock_client, replace_if_held
 
     settings = task.app.settings
@@ -278,8 +213,6 @@ def release_dead_lettered(celery_app: Any, message: Any) -> None:
     skipped as a duplicate until the claim expired. Only a claim of this task id
     is deleted, and only if unchanged: `done` or another delivery's claim stays.
     """
-    from .locks import delete_if_held, lock_client
-
     task = celery_app.tasks.get((message.headers or {}).get("task"))
     task_id, _ = message_task(message)
     # Only JSON is decoded here: refused content (pickle) never is.
@@ -289,6 +222,10 @@ def release_dead_lettered(celery_app: Any, message: Any) -> None:
         args, kwargs, _embed = message.decode()
     except Exception:  # not a task body: its claim expires by itself
         return
+    import redis
+
+    from .locks import delete_if_held, lock_client
+
     settings = celery_app.settings
     key = job_key(
         task.name, settings.queue_namespace, explicit_key(message), tuple(args), dict(kwargs)

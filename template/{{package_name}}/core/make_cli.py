@@ -2,15 +2,18 @@
 
 The project's CLI registers these commands, and `workergen make:job` loads this module from the
 project's files and runs the same commands, so both show the same options and write the same
-files. Nothing here may import Celery or the settings.
+files. `python -m <package> make:job` runs them alone (`run_alone`), as loaded by `__main__`.
+Nothing here may import Celery or the settings.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
 
+from .errors import ProjectError
 from .scaffold import MakeRequest, ScaffoldError, make_in_project
 
 Name = Annotated[str, typer.Argument(help="Name, e.g. SendInvoice or billing/refund.")]
@@ -102,3 +105,26 @@ def make_cron(
 
 COMMANDS = {"make:job": make_job, "make:cron": make_cron}
 """The commands by their spelling, for the project's CLI and for `workergen`."""
+
+
+def run_alone(spelling: str, args: Sequence[str], *, prog_name: str) -> None:
+    """Run the `spelling` command with `args` as the project's CLI would, without the rest of it.
+
+    The rest imports Celery and the settings, which writing a job and its test needs neither of;
+    the usage, options and errors shown are those of `<prog_name> <spelling>` in the whole CLI.
+    """
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command(spelling)(COMMANDS[spelling])
+    run_cli(app, args=list(args), prog_name=f"{prog_name} {spelling}")
+
+
+def run_cli(app: typer.Typer, **options: Any) -> None:
+    """Run `app` (with click's `options`); expected errors print as one message and exit 1."""
+    try:
+        app(**options)
+    except ProjectError as exc:
+        typer.secho(f"Error: {exc}", fg=typer.colors.RED, err=True)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        typer.secho("Stopped by user.", fg=typer.colors.RED, err=True)
+        raise SystemExit(130) from None

@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -152,25 +153,84 @@ def apply_policies(settings: Settings, policies: list[Policy] | None = None) -> 
     )
 
 
-def _apply_with_rabbitmqctl(ctl: str, policies: list[Policy]) -> str:
-    for policy in policies:
+def _same(policy: Policy, found: dict[str, Any]) -> bool:
+    """Whether a policy `rabbitmqctl list_policies` reports is this one, to the letter."""
+    definition = found.get("definition")
+    if isinstance(definition, str):  # RabbitMQ 3.x reports it as a JSON text
         try:
-            done = subprocess.run(
-                [ctl, "--quiet", *policy.rabbitmqctl_args()],
+            definition = json.loads(definition)
+        except ValueError:
+            return False
+    return (
+        found.get("name") == policy.name
+        and found.get("pattern") == policy.pattern
+        and found.get("apply-to") == policy.apply_to
+        and str(found.get("priority")) == str(policy.priority)
+        and definition == policy.definition
+    )
+
+
+def _missing_policies(ctl: str, policies: list[Policy]) -> list[Policy]:
+    """The policies the broker does not hold as they are; all of them if it cannot tell.
+
+    A worker restarts far more often than its lanes change: one `list_policies`
+    (one Erlang node) then replaces a `set_policy` per lane.
+    """
+    found: list[dict[str, Any]] = []
+    for vhost in sorted({policy.vhost for policy in policies}):
+        try:
+            listed = subprocess.run(
+                [ctl, "--quiet", "list_policies", "--vhost", vhost, "--formatter", "json"],
                 capture_output=True,
                 text=True,
-                timeout=60,
+                timeout=30,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            done = None
-            detail = str(exc)
+            rows = json.loads(listed.stdout) if listed.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            rows = None
+        if not isinstance(rows, list):
+            return policies
+        found.extend(row for row in rows if isinstance(row, dict) and row.get("vhost") == vhost)
+    return [p for p in policies if not any(_same(p, row) for row in found)]
+
+
+def _apply_with_rabbitmqctl(ctl: str, policies: list[Policy]) -> str:
+    # One rabbitmqctl per policy, all at once: each starts an Erlang node (about a
+    # second), which a worker's start-up would otherwise pay once per lane.
+    running: list[tuple[Policy, subprocess.Popen[str] | None, str]] = []
+    for policy in _missing_policies(ctl, policies):
+        try:
+            process = subprocess.Popen(
+                [ctl, "--quiet", *policy.rabbitmqctl_args()],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        except OSError as exc:
+            running.append((policy, None, str(exc)))
         else:
-            detail = (done.stderr or done.stdout).strip()
-        if done is None or done.returncode != 0:
-            raise PolicyUnavailableError(
-                f"rabbitmqctl could not set the policy {policy.name}: {detail}\n"
-                "Run it as a user allowed to manage the broker:\n" + manual_commands(policies)
-            )
+            running.append((policy, process, ""))
+    deadline = time.monotonic() + 60
+    failed: tuple[Policy, str] | None = None
+    for policy, process, detail in running:
+        if process is not None:
+            try:
+                out, err = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired as exc:
+                process.kill()
+                process.communicate()
+                detail = str(exc)
+            else:
+                if process.returncode == 0:
+                    continue
+                detail = (err or out).strip()
+        failed = failed or (policy, detail)
+    if failed is not None:
+        policy, detail = failed
+        raise PolicyUnavailableError(
+            f"rabbitmqctl could not set the policy {policy.name}: {detail}\n"
+            "Run it as a user allowed to manage the broker:\n" + manual_commands(policies)
+        )
     return "rabbitmqctl"
 
 

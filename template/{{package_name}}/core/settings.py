@@ -83,8 +83,9 @@ class Settings(BaseSettings):
     # Seconds a job no worker knows is sent back to its lane (a worker that has
     # it may be deploying) before it is dead-lettered as unknown-task.
     unknown_task_grace: int = Field(default=300, ge=0)
-    # Redis: a worker whose heartbeat is this many seconds old is dead, and its
-    # unacknowledged jobs go back on their lanes.
+    # Redis: the unacknowledged jobs of a worker that stopped sending heartbeats go back
+    # on their lanes within this many seconds (at once when a worker of the same host
+    # can tell that its process is gone, e.g. the worker restarted after a crash).
     worker_heartbeat_ttl: int = Field(default=15, ge=3)
     # Messages reserved per worker process: one on lanes of long jobs, more on a
     # lane of short jobs so its worker never waits on the broker between jobs.
@@ -251,6 +252,13 @@ class Settings(BaseSettings):
                         "running or waiting to retry to a second worker. Raise VISIBILITY_TIMEOUT "
                         f"or lower {name}."
                     )
+        if self.broker_kind == "redis" and self.worker_heartbeat_ttl >= self.visibility_timeout:
+            raise ValueError(
+                f"WORKER_HEARTBEAT_TTL ({self.worker_heartbeat_ttl} s) must be shorter than "
+                f"VISIBILITY_TIMEOUT ({self.visibility_timeout} s): it is how soon a stopped "
+                "worker's jobs come back, and the visibility timeout is the last resort. Lower "
+                "WORKER_HEARTBEAT_TTL."
+            )
         for lane, prefetch in self.lane_prefetch.items():
             if lane not in project.LANES:
                 raise ValueError(
