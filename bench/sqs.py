@@ -49,11 +49,6 @@ from throughput import (
     run,
 )
 
-BENCH = Path(__file__).resolve().parent
-
-# bench/http.py would shadow the standard library's `http`, which boto3 and moto import.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != BENCH]
-
 REGION = "us-east-1"
 # What moto needs and nothing more: plain HTTP and a region.
 STOCK_TRANSPORT = {"is_secure": False, "region": REGION}

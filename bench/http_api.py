@@ -1,6 +1,6 @@
 """Latency of the HTTP front door's 202 against a bare FastAPI endpoint, same server, same run.
 
-    python bench/http.py [--requests 2000] [--warmup 200] [--repeat 3]
+    python bench/http_api.py [--requests 2000] [--warmup 200] [--repeat 3]
 
 It renders a Redis project with `http_api` from this checkout, adds a job that
 does nothing, and starts on loopback: a worker of the project consuming the
