@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from functools import cache
 from typing import Any
@@ -151,6 +152,11 @@ class DeadLetterRequest(Request):
     """A task request whose bad endings go to the dead-letter store, never lost or looping."""
 
     _ending: tuple[str, str | None, str | None] | None = None
+    # Whether reject() has begun settling this message. The pool can end one job
+    # from two threads at once (its time-out handler and, in a shutdown, the pool's
+    # own clean-up): the first settles it, the second must not dead-letter it again.
+    _settling = False
+    _settle_lock = threading.Lock()  # one for all requests: rejections are rare
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -187,8 +193,10 @@ class DeadLetterRequest(Request):
         )
 
     def reject(self, requeue: bool = False) -> None:
-        if self.acknowledged:
-            return
+        with self._settle_lock:
+            if self.acknowledged or self._settling:
+                return
+            self._settling = True
         reason, exception, traceback = self._ending or (REJECTED, None, None)
         if requeue and reason == WORKER_LOST:
             deliveries = getattr(self._message, "deliveries", None)
