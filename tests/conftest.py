@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from support.brokers import IN_CI, RABBITMQ_URL, REDIS_URL, port_open, require_broker
-from support.cleanup import delete_rabbitmq_entities, delete_redis_keys
+from support.cleanup import (
+    delete_rabbitmq_entities,
+    delete_rabbitmq_policies,
+    delete_redis_keys,
+)
 from support.projects import CREATED_NAMESPACES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -28,10 +32,11 @@ RenderFn = Callable[..., Path]
 
 @pytest.fixture(scope="session", autouse=True)
 def _delete_what_the_suite_created() -> Iterator[None]:
-    """At the end of the session, delete every queue, exchange and key of its namespaces."""
+    """At the end of the session, delete every queue, exchange, policy and key of its namespaces."""
     yield
     delete_redis_keys(REDIS_URL, CREATED_NAMESPACES)
     delete_rabbitmq_entities(RABBITMQ_URL, CREATED_NAMESPACES)
+    delete_rabbitmq_policies(CREATED_NAMESPACES)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,10 @@
 """What the suite leaves on the shared brokers: deleted at the end of the session.
 
 Every namespace a test uses comes from `unique_namespace`, which records it.
-Redis keys and RabbitMQ queues and exchanges holding one of them as a
-dot- or colon-separated word are removed (lanes, dead-letter queues, the
-control and event exchanges, pidbox queues, locks, idempotency keys).
+Redis keys and RabbitMQ queues, exchanges and policies holding one of them as
+a dot- or colon-separated word are removed (lanes, dead-letter queues, the
+control and event exchanges, pidbox queues, the lanes' dead-letter policies,
+locks, idempotency keys).
 """
 
 from __future__ import annotations
@@ -75,3 +76,50 @@ def delete_rabbitmq_entities(url: str, namespaces: Iterable[str]) -> int:
             with contextlib.suppress(Exception), connection.channel() as channel:
                 channel.exchange_delete(name)
     return len(queues) + len(exchanges)
+
+
+def rabbitmq_policy_names() -> list[str]:
+    """The names of the policies on the local RabbitMQ's default vhost (read-only)."""
+    ctl = shutil.which("rabbitmqctl")
+    if ctl is None:
+        return []
+    listed = subprocess.run(
+        [ctl, "--quiet", "list_policies", "--no-table-headers"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return [line.split("\t")[1] for line in listed.stdout.splitlines() if "\t" in line]
+
+
+def clear_rabbitmq_policies(names: Iterable[str], at_once: int = 8) -> None:
+    """Clear these policies; rabbitmqctl starts a node each time, so several run at once."""
+    ctl = shutil.which("rabbitmqctl")
+    pending = list(names)
+    while ctl and pending:
+        batch, pending = pending[:at_once], pending[at_once:]
+        running = [
+            subprocess.Popen(
+                [ctl, "--quiet", "clear_policy", name],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for name in batch
+        ]
+        for process in running:
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def delete_rabbitmq_policies(namespaces: Iterable[str]) -> int:
+    """Clear the dead-letter policies the projects of these namespaces set; how many."""
+    pattern = namespaced(namespaces)
+    if pattern is None:
+        return 0
+    doomed = [name for name in rabbitmq_policy_names() if pattern.search(name)]
+    clear_rabbitmq_policies(doomed)
+    return len(doomed)

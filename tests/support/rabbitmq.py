@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
 from collections.abc import Iterable
 
 from kombu import Connection
 
+from support.cleanup import clear_rabbitmq_policies, rabbitmq_policy_names
+
 
 def lane_policies(namespace: str) -> list[str]:
     """The names of the dead-letter policies set for a namespace (rabbitmqctl)."""
-    ctl = shutil.which("rabbitmqctl")
-    if ctl is None:
-        return []
-    listed = subprocess.run(
-        [ctl, "--quiet", "list_policies", "--no-table-headers"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    names = [line.split("\t")[1] for line in listed.stdout.splitlines() if "\t" in line]
-    return [name for name in names if name.startswith(f"{namespace}.")]
+    return [name for name in rabbitmq_policy_names() if name.startswith(f"{namespace}.")]
 
 
 def remove_namespace(url: str, namespace: str, lanes: Iterable[str]) -> None:
@@ -37,8 +26,4 @@ def remove_namespace(url: str, namespace: str, lanes: Iterable[str]) -> None:
                 channel.exchange_delete(name)
             with contextlib.suppress(Exception):
                 channel.close()
-    ctl = shutil.which("rabbitmqctl")
-    for policy in lane_policies(namespace):
-        subprocess.run(
-            [ctl, "--quiet", "clear_policy", policy], capture_output=True, timeout=60, check=False
-        )
+    clear_rabbitmq_policies(lane_policies(namespace))
