@@ -337,45 +337,38 @@ def test_workergen_help_outside_a_project_says_where_the_options_come_from(tmp_p
     assert "inside a project" in result.output
 
 
-def test_python_m_make_job_imports_only_the_scaffolding(project: Path):
-    # Writing a job needs neither Celery nor the settings: `python -m billing make:job` loads
-    # the core's scaffolding alone, not the core package (whose __init__ imports both).
+def imported_while_making_a_job(project: Path, run: str, modules: tuple[str, ...]) -> str:
+    """Run `run` (code that makes the job SendInvoice) in a fresh process; which of modules
+    it imported, as a line `imported: [...]`, once the job file is there."""
     code = (
         "import runpy, sys\n"
-        f"sys.argv = ['{PACKAGE}', 'make:job', 'SendInvoice']\n"
         "try:\n"
-        f"    runpy.run_module('{PACKAGE}', run_name='__main__', alter_sys=True)\n"
+        f"    {run}\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
-        "heavy = ('celery', 'kombu', 'pydantic_settings', 'billing.core', 'billing.core.cli')\n"
-        "print('imported:', sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+        f"print('imported:', sorted(m for m in {modules!r} if m in sys.modules), file=sys.stderr)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=60
     )
-
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "imported: []" in done.stderr
     assert (project / PACKAGE / "jobs" / "send_invoice.py").is_file()
+    return done.stderr
+
+
+def test_python_m_make_job_imports_only_the_scaffolding(project: Path):
+    # Writing a job needs neither Celery nor the settings: `python -m billing make:job` loads
+    # the core's scaffolding alone, not the core package (whose __init__ imports both).
+    run = (
+        f"sys.argv = ['{PACKAGE}', 'make:job', 'SendInvoice']; "
+        f"runpy.run_module('{PACKAGE}', run_name='__main__', alter_sys=True)"
+    )
+    heavy = ("celery", "kombu", "pydantic_settings", "billing.core", "billing.core.cli")
+    assert "imported: []" in imported_while_making_a_job(project, run, heavy)
 
 
 def test_workergen_make_job_loads_no_other_command(project: Path):
     # The console script runs make:* on its own: none of new, update, check or diff is loaded.
-    code = (
-        "import sys\n"
-        "from workergen.entry import main\n"
-        "try:\n"
-        "    main(['make:job', 'SendInvoice'])\n"
-        "except SystemExit as exit:\n"
-        "    assert not exit.code, exit.code\n"
-        "others = ('workergen.cli', 'workergen.commands.new', 'workergen.commands.check',\n"
-        "          'copier')\n"
-        "print('imported:', sorted(m for m in others if m in sys.modules), file=sys.stderr)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=60
-    )
-
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "imported: []" in done.stderr
-    assert (project / PACKAGE / "jobs" / "send_invoice.py").is_file()
+    run = "from workergen.entry import main; main(['make:job', 'SendInvoice'])"
+    others = ("workergen.cli", "workergen.commands.new", "workergen.commands.check", "copier")
+    assert "imported: []" in imported_while_making_a_job(project, run, others)
