@@ -27,22 +27,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from running import (
-    BROKERS,
     forget_namespace,
-    loopback_broker,
     percentile,
     project_lanes,
+    run_on_brokers,
     stop,
-    write_stock_app,
+    worker_bench_options,
 )
 from running import render_project as render
 
@@ -211,34 +208,19 @@ def report(name: str, seen: dict[str, list[float]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
+    parser = worker_bench_options(
+        __doc__.split("\n\n")[0],
+        "Redis where the jobs push their latencies (keys unique to the run)",
+    )
     parser.add_argument("--jobs", type=int, default=1000, help="jobs per worker, after warm-up")
     parser.add_argument("--gap", type=float, default=0.02, help="idle seconds between jobs")
-    parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--record-url",
-        default=os.environ.get("BENCH_RECORD_URL", BROKERS["redis"]),
-        help="Redis where the jobs push their latencies (keys unique to the run)",
-    )
     options = parser.parse_args()
-    brokers = list(BROKERS) if options.broker == "all" else [options.broker]
-    scratch = Path(tempfile.mkdtemp(prefix="workergen-latency-"))
-    try:
-        lib = scratch / "lib"
-        lib.mkdir()
-        write_stock_app(lib)
-        print(
-            f"{options.jobs} jobs per worker, one at a time, {options.gap * 1000:.0f} ms idle "
-            f"between jobs, concurrency {options.concurrency}, prefork pool; "
-            "dispatch-to-start latency:"
-        )
-        for name in brokers:
-            url = loopback_broker(name)
-            if url is not None:
-                report(name, measure(name, url, options.record_url, scratch, options))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    header = (
+        f"{options.jobs} jobs per worker, one at a time, {options.gap * 1000:.0f} ms idle "
+        f"between jobs, concurrency {options.concurrency}, prefork pool; "
+        "dispatch-to-start latency:"
+    )
+    run_on_brokers(options, "workergen-latency-", header, measure, report)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,3 +206,39 @@ def percentile(values: list[float], point: float) -> float:
     ordered = sorted(values)
     rank = max(1, -(-len(ordered) * point // 100))
     return ordered[int(rank) - 1]
+
+
+def worker_bench_options(description: str, record_help: str) -> argparse.ArgumentParser:
+    """The options every per-broker worker bench takes: --broker, --concurrency, --record-url."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
+    parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--record-url",
+        default=os.environ.get("BENCH_RECORD_URL", BROKERS["redis"]),
+        help=record_help,
+    )
+    return parser
+
+
+def run_on_brokers(
+    options: argparse.Namespace,
+    prefix: str,
+    header: str,
+    measure: Callable[[str, str, str, Path, argparse.Namespace], Any],
+    report: Callable[[str, Any], None],
+) -> None:
+    """Measure and report each chosen broker that listens on loopback, beside a stock app."""
+    brokers = list(BROKERS) if options.broker == "all" else [options.broker]
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        lib = scratch / "lib"
+        lib.mkdir()
+        write_stock_app(lib)
+        print(header)
+        for name in brokers:
+            url = loopback_broker(name)
+            if url is not None:
+                report(name, measure(name, url, options.record_url, scratch, options))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

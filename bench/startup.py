@@ -22,12 +22,9 @@ keys of the run are deleted afterwards.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -35,7 +32,13 @@ from pathlib import Path
 
 import redis
 from latency import PACKAGE, side_by_side
-from running import BROKERS, forget_namespace, loopback_broker, stop, worker_cpu, write_stock_app
+from running import (
+    forget_namespace,
+    run_on_brokers,
+    stop,
+    worker_bench_options,
+    worker_cpu,
+)
 
 SETTLE = 1.0
 
@@ -156,32 +159,17 @@ def report(name: str, starts: dict[str, list[Start]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", choices=[*BROKERS, "all"], default="all")
-    parser.add_argument("--repeat", type=int, default=5, help="starts of each worker")
-    parser.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--record-url",
-        default=os.environ.get("BENCH_RECORD_URL", BROKERS["redis"]),
-        help="Redis where the jobs push their start time (keys unique to the run)",
+    parser = worker_bench_options(
+        __doc__.split("\n\n")[0],
+        "Redis where the jobs push their start time (keys unique to the run)",
     )
+    parser.add_argument("--repeat", type=int, default=5, help="starts of each worker")
     options = parser.parse_args()
-    brokers = list(BROKERS) if options.broker == "all" else [options.broker]
-    scratch = Path(tempfile.mkdtemp(prefix="workergen-startup-"))
-    try:
-        lib = scratch / "lib"
-        lib.mkdir()
-        write_stock_app(lib)
-        print(
-            f"{options.repeat} starts of each worker, concurrency {options.concurrency}, "
-            "prefork pool; medians (min-max of the start-up time), ratio to stock Celery:"
-        )
-        for name in brokers:
-            url = loopback_broker(name)
-            if url is not None:
-                report(name, measure(name, url, options.record_url, scratch, options))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    header = (
+        f"{options.repeat} starts of each worker, concurrency {options.concurrency}, "
+        "prefork pool; medians (min-max of the start-up time), ratio to stock Celery:"
+    )
+    run_on_brokers(options, "workergen-startup-", header, measure, report)
 
 
 if __name__ == "__main__":
