@@ -12,11 +12,13 @@ from pathlib import Path
 import copier
 import pytest
 import yaml
+from jinja2.sandbox import SandboxedEnvironment
 from typer.testing import CliRunner
 
 from support.releases import commit_all, git
 from workergen.cli import app
 from workergen.commands import new as new_command
+from workergen.copier_run import reuse_compiled
 from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
 
@@ -168,6 +170,27 @@ def test_a_checkout_renders_its_working_tree_as_copier_does(tmp_path: Path):
     assert set(files_of(ours)) == {"kept.txt", "edited.txt", "run.sh", "y.new.txt"}
     assert (ours / "edited.txt").read_text() == "y after\n"
     assert files_of(ours) == files_of(theirs)
+
+
+def test_path_parts_are_compiled_once_and_plain_ones_not_at_all():
+    # Copier renders every part of every path on its own; a part with no Jinja in it
+    # renders as itself, so it is never compiled, and one with Jinja is compiled once.
+    env = SandboxedEnvironment(keep_trailing_newline=True)  # as the template's _envops
+    compiled: list[str] = []
+    compile_source = env.compile
+    env.compile = lambda source, *args, **kwargs: (
+        compiled.append(source) or compile_source(source, *args, **kwargs)
+    )
+    from_string = reuse_compiled(env)
+    context = {"package_name": "shop", "http_api": False}
+    sources = ["jobs", "__init__.py", "", "{{ package_name }}", "{% if http_api %}x{% endif %}"]
+    for _ in range(3):
+        rendered = [from_string(source).render(**context) for source in sources]
+        assert rendered == ["jobs", "__init__.py", "", "shop", ""]
+
+    assert compiled == ["{{ package_name }}", "{% if http_api %}x{% endif %}"]
+    # Line ends are Jinja's to normalise: text holding one is compiled.
+    assert from_string("a\r\n").render() == env.from_string("a\r\n").render() == "a\n"
 
 
 def test_missing_parent_directories_are_created(tmp_path: Path):

@@ -8,7 +8,8 @@ the same files. Copier is imported here only: it is slow to import, and
 
 A new project is rendered by `FreshRender`, copier's own worker minus two costs
 that buy nothing when every file is new: compiling the same Jinja source again
-for each part of each path (hundreds per project), and asking git, once per
+for each part of each path (hundreds per project, most of them plain names,
+which render as themselves without compiling), and asking git, once per
 file written, whether the file's index entry needs its executable bit fixed (a
 fresh render's files are in no index). The files written are the same.
 """
@@ -128,27 +129,57 @@ def _make_fresh_render_class() -> type:
 
 
 def reuse_compiled(env: Any) -> Callable[..., Any]:
-    """`env.from_string`, compiling each source once.
+    """`env.from_string`, compiling each source once, and plain text not at all.
 
     Copier compiles every part of every path (and the answers file's name, for
-    each part) on its own: the same few hundred strings, most of them plain.
-    A compiled template renders any number of times. The extensions still
-    preprocess each source, as they would on compiling it: copier's yield tag
-    resets its state there.
+    each part) on its own: the same few hundred strings, most of them plain
+    names. A compiled template renders any number of times, and a source with
+    no Jinja syntax in it renders as itself. The extensions still preprocess
+    each source, as they would on compiling it: copier's yield tag resets its
+    state there.
     """
     compile_source = env.from_string
     compiled: dict[str, Any] = {}
+    syntax = _syntax_markers(env)
 
     def from_string(source: Any, globals: Any = None, template_class: Any = None) -> Any:
         if globals is not None or template_class is not None or not isinstance(source, str):
             return compile_source(source, globals, template_class)
-        env.preprocess(source)
+        preprocessed = env.preprocess(source)
         template = compiled.get(source)
         if template is None:
-            template = compiled[source] = compile_source(source)
+            if preprocessed == source and not any(marker in source for marker in syntax):
+                template = plain_template(env, source)
+            else:
+                template = compile_source(source)
+            compiled[source] = template
         return template
 
     return from_string
+
+
+def _syntax_markers(env: Any) -> tuple[str, ...]:
+    """What makes a source more than plain text to `env`; line ends too, which it normalises."""
+    markers = (
+        env.block_start_string,
+        env.variable_start_string,
+        env.comment_start_string,
+        env.line_statement_prefix,
+        env.line_comment_prefix,
+        "\n",
+        "\r",
+    )
+    return tuple(marker for marker in markers if marker)
+
+
+def plain_template(env: Any, text: str) -> Any:
+    """A template of `env` that renders as `text`, made without compiling it."""
+
+    def root(context: Any) -> Iterator[str]:
+        yield text
+
+    namespace = {"name": None, "__file__": None, "blocks": {}, "root": root, "debug_info": ""}
+    return env.template_class.from_module_dict(env, namespace, env.make_globals(None))
 
 
 @contextmanager
