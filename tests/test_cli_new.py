@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from support.releases import commit_all, git
 from workergen.cli import app
 from workergen.commands import new as new_command
 from workergen.copier_run import reuse_compiled
+from workergen.errors import TemplateRepositoryError
 from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
 
@@ -360,6 +362,61 @@ def test_a_failed_render_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monk
     assert "rendering" in result.output and "no_such_filter" in result.output
     assert "Nothing was written" in result.output
     assert list(out.iterdir()) == []
+
+
+def test_the_installed_version_is_named_while_the_answers_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Naming the version runs git in a checkout; that overlaps the answers' checks.
+    checking = threading.Event()
+    overlapped: list[bool] = []
+    collect_answers = new_command.collect_answers
+    shipped_provenance = new_command.shipped_provenance
+
+    def collect(*args, **kwargs):
+        checking.set()
+        return collect_answers(*args, **kwargs)
+
+    def provenance(source):
+        overlapped.append(checking.wait(timeout=5))
+        return shipped_provenance(source)
+
+    monkeypatch.setattr(new_command, "collect_answers", collect)
+    monkeypatch.setattr(new_command, "shipped_provenance", provenance)
+    target = tmp_path / "billing"
+    result = run("new", str(target), "--defaults")
+
+    assert result.exit_code == 0, result.output
+    assert overlapped == [True]
+    assert answers_of(target)["_commit"] == locate_template().describe()
+
+
+def test_a_template_version_that_cannot_be_named_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    asked: list[str] = []
+
+    def provenance(source):
+        time.sleep(0.2)  # still running when the answers are ready
+        raise TemplateRepositoryError(source=str(source.path), reason="it holds no commit")
+
+    monkeypatch.setattr(new_command, "shipped_provenance", provenance)
+    monkeypatch.setattr(new_command, "terminal_is_interactive", lambda: True)
+    monkeypatch.setattr(
+        new_command, "_ask_on_terminal", lambda question, *_: asked.append(question.name)
+    )
+    result = run("new", str(tmp_path / "billing"))
+    assert result.exit_code == 1
+    assert "it holds no commit" in result.output
+    # On a terminal nothing is asked before the version is known.
+    assert asked == []
+    assert list(tmp_path.iterdir()) == []
+
+    monkeypatch.setattr(new_command, "terminal_is_interactive", lambda: False)
+    result = run("new", str(tmp_path / "billing"), "--defaults")
+    assert result.exit_code == 1
+    assert "it holds no commit" in result.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_ctrl_c_stops_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import shlex
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 
@@ -78,10 +79,16 @@ def new(
     # Refuse a bad target before asking anything.
     check_target(target, force=force)
 
+    ask = _ask_on_terminal if terminal_is_interactive() else None
     with ExitStack() as stack:
+        shipped: Callable[[], Provenance] | None = None
         if template is None and vcs_ref is None:
             source = locate_template()
-            provenance: Provenance | None = shipped_provenance(source)
+            # Naming the installed version may run git: it runs while the answers are
+            # checked, and is waited for before any question is asked or file written.
+            shipped = in_background(shipped_provenance, source)
+            if ask is not None:
+                shipped()
         else:
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="workergen-")))
             source, provenance = chosen_template(template, vcs_ref, scratch)
@@ -105,12 +112,14 @@ def new(
             given,
             env=make_environment(questionnaire.envops),
             use_defaults=defaults,
-            ask=_ask_on_terminal if terminal_is_interactive() else None,
+            ask=ask,
             flag_names=QUESTION_FLAGS,
             fallback_defaults={"project_name": target.name},
             base_context={"_folder_name": target.name},
         )
 
+        if shipped is not None:
+            provenance = shipped()
         files = render_project(source, target, answers, pretend=pretend)
         if pretend:
             typer.echo(f"Pretend run: nothing was written to {path}.")
@@ -118,6 +127,35 @@ def new(
         if provenance is not None:
             record_provenance(target, provenance)
     _report(files, shown_path=path, package=str(answers.get("package_name", "")))
+
+
+Result = TypeVar("Result")
+
+
+def in_background(function: Callable[..., Result], *args: Any) -> Callable[[], Result]:
+    """Start `function(*args)` on a thread; the callable returned waits for its result.
+
+    It returns what `function` returned, or raises what it raised, each time it is called.
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((function(*args), None))
+        except BaseException as error:
+            outcome.append((None, error))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result() -> Result:
+        thread.join()
+        value, error = outcome[0]
+        if error is not None:
+            raise error
+        return value
+
+    return result
 
 
 def chosen_template(
