@@ -31,6 +31,14 @@ RenderFn = Callable[..., Path]
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _a_cache_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """workergen's cache (compiled templates) starts empty and is the session's, not the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _delete_what_the_suite_created() -> Iterator[None]:
     """At the end of the session, delete every queue, exchange, policy and key of its namespaces."""
     yield

@@ -11,15 +11,18 @@ import time
 from pathlib import Path
 
 import copier
+import jinja2
+import jinja2.ext
 import pytest
 import yaml
+from jinja2.bccache import bc_magic
 from jinja2.sandbox import SandboxedEnvironment
 from typer.testing import CliRunner
 
 from support.releases import commit_all, git
 from workergen.cli import app
 from workergen.commands import new as new_command
-from workergen.copier_run import reuse_compiled
+from workergen.copier_run import compiled_template_cache, reuse_compiled
 from workergen.errors import TemplateRepositoryError
 from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
@@ -193,6 +196,98 @@ def test_path_parts_are_compiled_once_and_plain_ones_not_at_all():
     assert compiled == ["{{ package_name }}", "{% if http_api %}x{% endif %}"]
     # Line ends are Jinja's to normalise: text holding one is compiled.
     assert from_string("a\r\n").render() == env.from_string("a\r\n").render() == "a\n"
+
+
+def small_template(path: Path, envops: str = "keep_trailing_newline: true") -> TemplateSource:
+    """A template with a templated file, a templated name and a plain file."""
+    (path / "t").mkdir(parents=True)
+    (path / "copier.yml").write_text(
+        f"_subdirectory: t\n_envops: {{{envops}}}\nname:\n  type: str\n  default: x\n"
+    )
+    (path / "t" / "a.txt.jinja").write_text("{{ name }}\n")
+    (path / "t" / "{% if name %}{{ name }}.txt{% endif %}").write_text("plain\n")
+    return TemplateSource(path=path)
+
+
+def test_a_render_reuses_what_an_earlier_one_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    compiled: list[str] = []
+    compile_source = jinja2.Environment.compile
+
+    def counting(self, source, *args, **kwargs):
+        if isinstance(source, str):  # copier also compiles the non-text values in copier.yml
+            compiled.append(source)
+        return compile_source(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    source = small_template(tmp_path / "template")
+
+    render_project(source, tmp_path / "one", {"name": "y"})
+    assert "{{ name }}\n" in compiled
+    first = len(compiled)
+    render_project(source, tmp_path / "two", {"name": "y"})
+    assert len(compiled) == first
+    assert files_of(tmp_path / "two") == files_of(tmp_path / "one")
+    assert (tmp_path / "two" / "y.txt").read_text() == "plain\n"
+
+    # An edited template is compiled again; damaged entries are compiled and replaced.
+    (source.path / "t" / "a.txt.jinja").write_text("{{ name }}!\n")
+    render_project(source, tmp_path / "three", {"name": "y"})
+    assert compiled[first:] == ["{{ name }}!\n"]
+    assert (tmp_path / "three" / "a.txt").read_text() == "y!\n"
+    for entry in (tmp_path / "cache").rglob("*.cache"):
+        entry.write_bytes(bc_magic + b"damaged")
+    render_project(source, tmp_path / "four", {"name": "z"})
+    assert (tmp_path / "four" / "a.txt").read_text() == "z!\n"
+    render_project(source, tmp_path / "five", {"name": "z"})
+    assert files_of(tmp_path / "five") == files_of(tmp_path / "four")
+
+
+def test_templates_compiled_with_other_settings_are_not_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The same source compiles to other code under other _envops: here, other delimiters.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    jinja = small_template(tmp_path / "jinja")
+    brackets = small_template(
+        tmp_path / "brackets", 'variable_start_string: "[[", variable_end_string: "]]"'
+    )
+
+    render_project(jinja, tmp_path / "one", {"name": "y"})
+    render_project(brackets, tmp_path / "two", {"name": "y"})
+    render_project(jinja, tmp_path / "three", {"name": "y"})
+
+    assert (tmp_path / "one" / "a.txt").read_text() == "y\n"
+    assert (tmp_path / "two" / "a.txt").read_text() == "{{ name }}\n"
+    assert (tmp_path / "three" / "a.txt").read_text() == "y\n"
+
+
+class TemplateOwnExtension(jinja2.ext.Extension):
+    """An extension whose version workergen cannot know."""
+
+
+def test_a_template_with_jinja_extensions_of_its_own_is_not_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    known = SandboxedEnvironment(extensions=["jinja2.ext.do"])
+    own = SandboxedEnvironment(extensions=["jinja2.ext.do", TemplateOwnExtension])
+
+    assert compiled_template_cache(known) is not None
+    assert compiled_template_cache(own) is None
+
+
+def test_a_render_without_a_usable_cache_directory_still_renders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    (tmp_path / "not-a-directory").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-directory"))
+    source = small_template(tmp_path / "template")
+
+    render_project(source, tmp_path / "one", {"name": "y"})
+    assert (tmp_path / "one" / "a.txt").read_text() == "y\n"
 
 
 def test_missing_parent_directories_are_created(tmp_path: Path):
