@@ -20,10 +20,11 @@ from jinja2.sandbox import SandboxedEnvironment
 from typer.testing import CliRunner
 
 from support.releases import commit_all, git
+from workergen.answers import make_environment
 from workergen.cli import app
 from workergen.commands import new as new_command
-from workergen.copier_run import compiled_template_cache, reuse_compiled
 from workergen.errors import TemplateRepositoryError
+from workergen.jinja_cache import compiled_template_cache, reuse_compiled
 from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
 
@@ -177,25 +178,29 @@ def test_a_checkout_renders_its_working_tree_as_copier_does(tmp_path: Path):
     assert files_of(ours) == files_of(theirs)
 
 
-def test_path_parts_are_compiled_once_and_plain_ones_not_at_all():
+def test_path_parts_are_compiled_once_and_plain_ones_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     # Copier renders every part of every path on its own; a part with no Jinja in it
     # renders as itself, so it is never compiled, and one with Jinja is compiled once.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     env = SandboxedEnvironment(keep_trailing_newline=True)  # as the template's _envops
     compiled: list[str] = []
     compile_source = env.compile
     env.compile = lambda source, *args, **kwargs: (
         compiled.append(source) or compile_source(source, *args, **kwargs)
     )
-    from_string = reuse_compiled(env)
+    env = reuse_compiled(env)
     context = {"package_name": "shop", "http_api": False}
     sources = ["jobs", "__init__.py", "", "{{ package_name }}", "{% if http_api %}x{% endif %}"]
     for _ in range(3):
-        rendered = [from_string(source).render(**context) for source in sources]
+        rendered = [env.from_string(source).render(**context) for source in sources]
         assert rendered == ["jobs", "__init__.py", "", "shop", ""]
 
     assert compiled == ["{{ package_name }}", "{% if http_api %}x{% endif %}"]
     # Line ends are Jinja's to normalise: text holding one is compiled.
-    assert from_string("a\r\n").render() == env.from_string("a\r\n").render() == "a\n"
+    plain = SandboxedEnvironment(keep_trailing_newline=True)
+    assert env.from_string("a\r\n").render() == plain.from_string("a\r\n").render() == "a\n"
 
 
 def small_template(path: Path, envops: str = "keep_trailing_newline: true") -> TemplateSource:
@@ -262,6 +267,30 @@ def test_templates_compiled_with_other_settings_are_not_reused(
     assert (tmp_path / "one" / "a.txt").read_text() == "y\n"
     assert (tmp_path / "two" / "a.txt").read_text() == "{{ name }}\n"
     assert (tmp_path / "three" / "a.txt").read_text() == "y\n"
+
+
+def test_the_answers_checks_reuse_what_an_earlier_run_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Each run checks the answers in an environment of its own, as copier would.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    compiled: list[str] = []
+    compile_source = jinja2.Environment.compile
+    monkeypatch.setattr(
+        jinja2.Environment,
+        "compile",
+        lambda self, source, *args, **kwargs: (
+            compiled.append(source) or compile_source(self, source, *args, **kwargs)
+        ),
+    )
+    validator = "{% if name | regex_search('^[a-z]+$') is none %}bad{% endif %}"
+
+    earlier = make_environment({"keep_trailing_newline": True}).from_string(validator)
+    later = make_environment({"keep_trailing_newline": True}).from_string(validator)
+
+    assert compiled == [validator]
+    assert earlier.render(name="Ab") == later.render(name="Ab") == "bad"
+    assert later.render(name="ab") == ""
 
 
 class TemplateOwnExtension(jinja2.ext.Extension):

@@ -50,6 +50,8 @@ def make_environment(envops: Mapping[str, Any] | None = None) -> SandboxedEnviro
     from jinja2.sandbox import SandboxedEnvironment
     from jinja2_ansible_filters import AnsibleCoreFiltersExtension
 
+    from workergen.jinja_cache import reuse_compiled
+
     options = dict(envops or {})
     undefined = options.get("undefined")
     if isinstance(undefined, str):
@@ -57,7 +59,7 @@ def make_environment(envops: Mapping[str, Any] | None = None) -> SandboxedEnviro
             "jinja2.Undefined": jinja2.Undefined,
             "jinja2.StrictUndefined": jinja2.StrictUndefined,
         }[undefined]
-    return SandboxedEnvironment(extensions=[AnsibleCoreFiltersExtension], **options)
+    return reuse_compiled(SandboxedEnvironment(extensions=[AnsibleCoreFiltersExtension], **options))
 
 
 def cast_answer(question: Question, value: Any) -> Any:
