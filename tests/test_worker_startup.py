@@ -115,3 +115,28 @@ def test_an_unknown_command_is_a_usage_error_with_a_suggestion(render):
     assert done.returncode == 2
     assert "No such command 'doctr'" in done.stderr
     assert "Did you mean 'doctor'?" in done.stderr
+
+
+def test_what_the_worker_loaded_is_frozen_before_the_pool_forks(render):
+    # Celery sends celeryd_after_setup just before the pool starts its processes: from then
+    # on the cycle collector leaves the loaded objects alone, in the pool processes too, so
+    # their pages stay shared with the main process.
+    code = (
+        "import gc\n"
+        "from celery import signals\n"
+        f"from {PACKAGE}.core.celery_app import app\n"
+        "before = gc.get_freeze_count()\n"
+        "signals.celeryd_after_setup.send(sender='worker@host', instance=None, conf=app.conf)\n"
+        "print(before, gc.get_freeze_count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=render(broker="redis"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    before, after = map(int, done.stdout.split())
+    assert before == 0
+    assert after > 10_000
