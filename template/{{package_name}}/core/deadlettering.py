@@ -34,7 +34,7 @@ from .deadletter import (
     letter_from_message,
     store_for,
 )
-from .deliveries import forget_deliveries, give_back_requeues
+from .deliveries import await_broker_rules, forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
 from .inbound import limited
 from .queues import lane_of_queue
@@ -202,7 +202,7 @@ class DeadLetterRequest(Request):
             deliveries = getattr(self._message, "deliveries", None)
             if deliveries is None or deliveries < self.app.settings.task_max_deliveries:
                 # Another delivery may succeed (or the broker counts, on quorum queues).
-                return super().reject(requeue=give_back_requeues(self.app.settings))
+                return self._broker_reject(requeue=give_back_requeues(self.app.settings))
             reason = DELIVERY_LIMIT
             exception = (
                 f"The worker process running it was lost on each of {deliveries} deliveries "
@@ -210,8 +210,13 @@ class DeadLetterRequest(Request):
             )
         elif requeue and reason != TIME_LIMIT:
             # The job asked for it: Reject(requeue=True).
-            return super().reject(requeue=give_back_requeues(self.app.settings))
+            return self._broker_reject(requeue=give_back_requeues(self.app.settings))
         self._dead_letter(reason, exception, traceback)
+
+    def _broker_reject(self, requeue: bool) -> None:
+        """Hand the message back to the broker, once its dead-letter rules are in place."""
+        await_broker_rules()
+        super().reject(requeue=requeue)
 
     def _announce_cancelled(self, emit_retry: bool = True) -> None:
         # Cancelled because the broker connection was lost: the message stays
@@ -273,6 +278,6 @@ class DeadLetterRequest(Request):
             self.send_event("task-rejected", requeue=False)
         elif self.app.settings.broker_kind == "amqp":
             # The broker routes it to the lane's dead-letter queue itself.
-            super().reject(requeue=False)
+            self._broker_reject(requeue=False)
         else:
-            super().reject(requeue=give_back_requeues(self.app.settings))
+            self._broker_reject(requeue=give_back_requeues(self.app.settings))

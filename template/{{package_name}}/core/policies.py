@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import shlex
 import shutil
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,11 +31,14 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from . import project
+from .deliveries import broker_rules_ready
 from .errors import ProjectError
 from .queues import dead_letter_queue, qualified_queue
 from .settings import LOOPBACK_HOSTS, Settings, mask_password
 
 POLICY_SUFFIX = "dead-letters"
+
+log = logging.getLogger(__name__)
 
 
 class PolicyUnavailableError(ProjectError):
@@ -283,3 +289,35 @@ def apply_at_start(settings: Settings) -> str:
             "unknown jobs itself, but a message it rejects is dropped" + delivery_limit + "."
         )
     return f"RabbitMQ: the lanes' dead-letter policies are set ({how})."
+
+
+def apply_in_background(settings: Settings) -> threading.Thread:
+    """Worker start-up: apply the policies while the worker starts and consumes.
+
+    Checking them costs an Erlang node (`rabbitmqctl`) or HTTP calls, which the
+    first job need not wait for: the worker dead-letters failed, refused and
+    unknown jobs itself. What relies on the broker's dead-lettering (a message
+    rejected without requeue, a return a quorum lane counts) waits for this first
+    (`deliveries.await_broker_rules`). The outcome is logged once known: a warning
+    when the policies could not be set.
+    """
+    broker_rules_ready.clear()
+    thread = threading.Thread(
+        target=_apply_and_report, args=(settings,), name="lane-policies", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _apply_and_report(settings: Settings) -> None:
+    try:
+        outcome = apply_at_start(settings)
+    except Exception as exc:  # never leave the rejects waiting
+        outcome = f"Warning: the lanes' dead-letter policies were not checked: {exc!r}"
+    finally:
+        broker_rules_ready.set()
+    warning = outcome.startswith("Warning:")
+    if log.hasHandlers():
+        log.log(logging.WARNING if warning else logging.INFO, outcome.removeprefix("Warning: "))
+    else:  # before the worker's logging is set up
+        print(outcome, file=sys.stderr, flush=True)
