@@ -148,6 +148,20 @@ def worker_lost(status: int) -> ExceptionInfo:
         return ExceptionInfo()
 
 
+@cache
+def job_time_limits(task: Any) -> tuple[float | None, float | None]:
+    """(hard, soft): a job's own time limits, else the project's.
+
+    Read once per job: a lookup in the app's configuration costs more than the
+    rest of what the worker adds to a request.
+    """
+    conf = task.app.conf
+    return (
+        task.time_limit or conf.task_time_limit,
+        task.soft_time_limit or conf.task_soft_time_limit,
+    )
+
+
 class DeadLetterRequest(Request):
     """A task request whose bad endings go to the dead-letter store, never lost or looping."""
 
@@ -163,11 +177,8 @@ class DeadLetterRequest(Request):
         # The `timelimit` header may lower the job's limits, never raise them:
         # limits come from the project (TASK_TIME_LIMIT, the job's own).
         hard, soft = self.time_limits
-        conf = self._task.app.conf
-        self.time_limits = (
-            limited(hard, self._task.time_limit or conf.task_time_limit),
-            limited(soft, self._task.soft_time_limit or conf.task_soft_time_limit),
-        )
+        ceiling_hard, ceiling_soft = job_time_limits(self._task)
+        self.time_limits = (limited(hard, ceiling_hard), limited(soft, ceiling_soft))
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if not soft:
