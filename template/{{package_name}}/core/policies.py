@@ -15,8 +15,10 @@ AMQP 0-9-1 cannot set policies; they are applied through the management HTTP API
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
@@ -291,26 +293,40 @@ def apply_at_start(settings: Settings) -> str:
     return f"RabbitMQ: the lanes' dead-letter policies are set ({how})."
 
 
-def apply_in_background(settings: Settings) -> threading.Thread:
-    """Worker start-up: apply the policies while the worker starts and consumes.
+# How long the background check waits for the worker to be consuming before it
+# runs anyway (a worker that cannot reach its broker yet rejects nothing).
+READY_WAIT = 10.0
 
-    Checking them costs an Erlang node (`rabbitmqctl`) or HTTP calls, which the
-    first job need not wait for: the worker dead-letters failed, refused and
-    unknown jobs itself. What relies on the broker's dead-lettering (a message
-    rejected without requeue, a return a quorum lane counts) waits for this first
-    (`deliveries.await_broker_rules`). The outcome is logged once known: a warning
-    when the policies could not be set.
+
+def apply_in_background(settings: Settings) -> threading.Thread:
+    """Worker start-up: apply the policies once the worker consumes, off its start-up path.
+
+    Checking them costs an Erlang node (`rabbitmqctl`: about a second of CPU) or
+    HTTP calls, which the first job need not wait for: the worker dead-letters
+    failed, refused and unknown jobs itself. The check starts when the worker is
+    ready, at a lower CPU priority on Linux, so it never slows the start. What
+    relies on the broker's dead-lettering (a message rejected without requeue, a
+    return a quorum lane counts) waits for it (`deliveries.await_broker_rules`).
+    The outcome is logged once known: a warning when the policies could not be set.
     """
+    from celery import signals
+
     broker_rules_ready.clear()
+    consuming = threading.Event()
+    signals.worker_ready.connect(lambda **_: consuming.set(), weak=False)
     thread = threading.Thread(
-        target=_apply_and_report, args=(settings,), name="lane-policies", daemon=True
+        target=_apply_and_report, args=(settings, consuming), name="lane-policies", daemon=True
     )
     thread.start()
     return thread
 
 
-def _apply_and_report(settings: Settings) -> None:
+def _apply_and_report(settings: Settings, consuming: threading.Event) -> None:
     try:
+        consuming.wait(READY_WAIT)
+        if sys.platform == "linux":  # niceness is per thread there, and what it starts inherits it
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         outcome = apply_at_start(settings)
     except Exception as exc:  # never leave the rejects waiting
         outcome = f"Warning: the lanes' dead-letter policies were not checked: {exc!r}"
