@@ -296,6 +296,8 @@ def apply_at_start(settings: Settings) -> str:
 # How long the background check waits for the worker to be consuming before it
 # runs anyway (a worker that cannot reach its broker yet rejects nothing).
 READY_WAIT = 10.0
+# How long a worker that stops waits for a check under way to finish.
+STOP_WAIT = 30.0
 
 
 def apply_in_background(settings: Settings) -> threading.Thread:
@@ -308,15 +310,23 @@ def apply_in_background(settings: Settings) -> threading.Thread:
     relies on the broker's dead-lettering (a message rejected without requeue, a
     return a quorum lane counts) waits for it (`deliveries.await_broker_rules`).
     The outcome is logged once known: a warning when the policies could not be set.
+    A worker that stops lets a check under way finish, so even a short-lived
+    worker leaves its lanes' policies set.
     """
     from celery import signals
 
     broker_rules_ready.clear()
     consuming = threading.Event()
-    signals.worker_ready.connect(lambda **_: consuming.set(), weak=False)
     thread = threading.Thread(
         target=_apply_and_report, args=(settings, consuming), name="lane-policies", daemon=True
     )
+
+    def finish(**_: Any) -> None:
+        if consuming.is_set():
+            thread.join(STOP_WAIT)
+
+    signals.worker_ready.connect(lambda **_: consuming.set(), weak=False)
+    signals.worker_shutdown.connect(finish, weak=False)
     thread.start()
     return thread
 
