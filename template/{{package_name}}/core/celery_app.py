@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -106,6 +107,16 @@ def _setup_logging(loglevel: str | None = None, **_: Any) -> None:
     configure_logging(
         loglevel or settings.log_level, settings.log_format, every_job=settings.log_every_job
     )
+
+
+@signals.celeryd_after_setup.connect
+def _freeze_before_fork(**_: Any) -> None:
+    # Sent just before the pool starts its processes. Frozen, what the worker has loaded is
+    # never scanned by the cycle collector again: not before each fork (Celery collects
+    # there), not in the pool processes, whose collections would otherwise write to every
+    # inherited object and so copy the pages they share with the main process.
+    gc.collect()
+    gc.freeze()
 
 
 app = create_app()

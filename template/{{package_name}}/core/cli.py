@@ -2,27 +2,96 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import sys
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from . import project
-from .dlq_cli import dlq_app
-from .doctor import doctor
 from .errors import ProjectError
-from .make_cli import COMMANDS as MAKE_COMMANDS
 from .make_cli import run_cli
-from .monitor import monitor
 from .provision_cli import queue_provision
-from .schedule_cli import schedule_app
+
+Command = TyperCommand | TyperGroup
+
+# The commands in the order `--help` lists them: name -> "module:attribute", a command function
+# or a Typer app of that module, imported when the command runs or `--help` lists it, so that
+# `queue work` starts without them; None for `queue`, defined here.
+LOADED_ON_USE: dict[str, str | None] = {
+    "make:job": "make_cli:make_job",
+    "make:cron": "make_cli:make_cron",
+    "doctor": "doctor:doctor",
+    "monitor": "monitor:monitor",
+    "queue": None,
+    "dlq": "dlq_cli:dlq_app",
+    "schedule": "schedule_cli:schedule_app",
+    **({"http": "http_cli:http_app"} if project.HTTP_API else {}),
+}
+
+
+def load_command(name: str) -> Command:
+    """The command `name` of LOADED_ON_USE, built as `app.add_typer` or `app.command` would."""
+    module_name, _, attribute = str(LOADED_ON_USE[name]).partition(":")
+    target = getattr(importlib.import_module(f".{module_name}", __package__), attribute)
+    holder = typer.Typer()
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    return typer.main.get_group(holder).commands[name]
+
+
+class LoadingCommands(MutableMapping[str, Command]):
+    """A group's commands: those given and LOADED_ON_USE's, each of these loaded when used."""
+
+    def __init__(self, loaded: Mapping[str, Command]) -> None:
+        self.loaded = dict(loaded)
+        self.order = [*LOADED_ON_USE, *(n for n in self.loaded if n not in LOADED_ON_USE)]
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self.loaded:
+            if not LOADED_ON_USE.get(name):
+                raise KeyError(name)
+            self.loaded[name] = load_command(name)
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        if name not in self.order:
+            self.order.append(name)
+        self.loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self.order.remove(name)
+        self.loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+
+class LoadingGroup(TyperGroup):
+    """The top-level group: its commands' modules are imported when needed (LoadingCommands)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LoadingCommands(self.commands)
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return list(self.commands)
+
 
 app = typer.Typer(
     name=project.PACKAGE.replace("_", "-"),
     help=f"{project.PROJECT_NAME}: run workers, dispatch jobs and manage queues.",
+    cls=LoadingGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -30,16 +99,6 @@ app = typer.Typer(
 queue_app = typer.Typer(help="Run workers and put jobs on the queues.", no_args_is_help=True)
 app.add_typer(queue_app, name="queue")
 queue_app.command("provision")(queue_provision)
-app.add_typer(dlq_app, name="dlq")
-for spelling, command in MAKE_COMMANDS.items():
-    app.command(spelling)(command)
-app.add_typer(schedule_app, name="schedule")
-if project.HTTP_API:
-    from .http_cli import http_app
-
-    app.add_typer(http_app, name="http")
-app.command("doctor")(doctor)
-app.command("monitor")(monitor)
 
 log = logging.getLogger(__name__)
 

@@ -3,18 +3,21 @@
 The project's CLI registers these commands, and `workergen make:job` loads this module from the
 project's files and runs the same commands, so both show the same options and write the same
 files. `python -m <package> make:job` runs them alone (`run_alone`), as loaded by `__main__`.
-Nothing here may import Celery or the settings.
+Nothing here may import Celery or the settings; core.scaffold is imported when a command runs,
+so that the project's CLI loads this module (for `run_cli`) without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .errors import ProjectError
-from .scaffold import MakeRequest, ScaffoldError, make_in_project
+
+if TYPE_CHECKING:
+    from .scaffold import MakeRequest
 
 Name = Annotated[str, typer.Argument(help="Name, e.g. SendInvoice or billing/refund.")]
 Queue = Annotated[str, typer.Option("--queue", help="Lane to run on.")]
@@ -29,6 +32,8 @@ DryRun = Annotated[
 
 def run_request(request: MakeRequest) -> None:
     """Run a request and print its report; a refusal prints the files examined, then raises."""
+    from .scaffold import ScaffoldError, make_in_project
+
     try:
         lines = make_in_project(request)
     except ScaffoldError as error:
@@ -62,6 +67,8 @@ def make_job(
     dry_run: DryRun = False,
 ) -> None:
     """Create a job module and its test under jobs/ and tests/jobs/."""
+    from .scaffold import MakeRequest
+
     run_request(
         MakeRequest(
             kind="job",
@@ -90,6 +97,8 @@ def make_cron(
     dry_run: DryRun = False,
 ) -> None:
     """Create a cron module and its test under crons/ and tests/crons/."""
+    from .scaffold import MakeRequest
+
     run_request(
         MakeRequest(
             kind="cron",
