@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +19,12 @@ from support.faults import (
     wait_for,
 )
 from support.projects import Project, unique_namespace, wait_for_files
-from support.rabbitmq import remove_namespace
+from support.rabbitmq import lane_policies, remove_namespace
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
 PACKAGE = "billing"
+LANES = ("critical", "default", "batch")
 MAX_DELIVERIES = 3
 
 
@@ -49,7 +52,38 @@ def project(
     with rabbitmq_lock(exclusive=False):
         yield proj
     proj.run("dlq", "purge", "--yes")
-    remove_namespace(rabbitmq_url, proj.env["QUEUE_NAMESPACE"], ("critical", "default", "batch"))
+    remove_namespace(rabbitmq_url, proj.env["QUEUE_NAMESPACE"], LANES)
+
+
+@pytest.mark.parametrize("project", ["classic"], indirect=True)
+def test_a_worker_consumes_before_its_policies_are_checked_then_sets_them(
+    project: Project, folder: Path, tmp_path: Path
+) -> None:
+    real = shutil.which("rabbitmqctl")
+    if real is None:
+        pytest.skip("no rabbitmqctl on this machine")
+    # A rabbitmqctl whose `list_policies` waits for the test: a slow Erlang node.
+    go = tmp_path / "go"
+    slow = tmp_path / "slow-bin"
+    slow.mkdir()
+    (slow / "rabbitmqctl").write_text(
+        "#!/bin/sh\n"
+        'case " $* " in *" list_policies "*)\n'
+        f"  i=0; while [ ! -e '{go}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done;;\n"
+        "esac\n"
+        f"exec '{real}' \"$@\"\n"
+    )
+    (slow / "rabbitmqctl").chmod(0o755)
+    ns = project.env["QUEUE_NAMESPACE"]
+    path = f"{slow}{os.pathsep}{project.env.get('PATH', os.environ['PATH'])}"
+    with project.worker("--queue", "default", PATH=path) as worker:
+        project.dispatch_probes(folder, ["before-the-policies"])
+        wait_for_files(folder, ["before-the-policies"])
+        assert "dead-letter policies are set" not in worker.log()
+        assert lane_policies(ns) == []
+        go.touch()
+        wait_for(lambda: "dead-letter policies are set" in worker.log(), 60, "the policies")
+    assert sorted(lane_policies(ns)) == sorted(f"{ns}.{lane}.dead-letters" for lane in LANES)
 
 
 def test_a_failing_job_reaches_the_dead_letter_queue_after_its_attempts(

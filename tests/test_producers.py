@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import rabbitmq_lock
+from support.faults import rabbitmq_lock, wait_for
 from support.projects import Project, unique_namespace, wait_for_files
 from support.rabbitmq import lane_policies, remove_namespace
 
@@ -142,8 +142,8 @@ def test_a_plain_celery_producer_enqueues_on_every_lane_with_a_countdown(
     assert len(set(ids)) == len(calls)
     assert set(ran) == tokens
     if variant.startswith("rabbitmq"):
-        # The worker set the lanes' dead-letter policies as it started.
-        assert "dead-letter policies are set" in worker.log()
+        # The worker sets the lanes' dead-letter policies as it starts.
+        wait_for(lambda: "dead-letter policies are set" in worker.log(), 30, "the policies")
         assert sorted(lane_policies(ns)) == sorted(f"{ns}.{lane}.dead-letters" for lane in LANES)
 
 

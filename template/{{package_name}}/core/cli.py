@@ -164,9 +164,9 @@ def queue_work(
             err=True,
         )
     if settings.broker_kind == "amqp":
-        from .policies import apply_at_start
+        from .policies import apply_in_background
 
-        typer.echo(apply_at_start(settings), err=True)
+        apply_in_background(settings)  # rejects wait for it; its outcome is logged
 
     if settings.metrics_port:
         # Before any job module is imported: one that imports prometheus_client

@@ -27,6 +27,7 @@ from .config import PUBLISH_RETRY_POLICY, dead_letter_queues
 from .deadletter import DELIVERY_LIMIT, MALFORMED, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
 from .deliveries import (
+    await_broker_rules,
     broker_deliveries,
     delivery_counter,
     forget_deliveries,
@@ -219,9 +220,7 @@ class DeadLetterConsumer(Consumer):
                 )
         except Exception as exc:
             log.warning("Could not send back unknown job (%s); given back instead.", exc)
-            message.reject_log_error(
-                log, self.connection_errors, requeue=give_back_requeues(self.app.settings)
-            )
+            self._reject(message, requeue=give_back_requeues(self.app.settings))
             return
         message.ack_log_error(log, self.connection_errors)
 
@@ -234,11 +233,12 @@ class DeadLetterConsumer(Consumer):
         # Not recorded: RabbitMQ dead-letters a rejected message itself; on
         # Redis the message goes back to its lane rather than being lost; on
         # SQS it stays in its queue, bounded by the redrive policy.
-        message.reject_log_error(
-            log,
-            self.connection_errors,
-            requeue=self.app.settings.broker_kind not in ("amqp", "sqs"),
-        )
+        self._reject(message, requeue=self.app.settings.broker_kind not in ("amqp", "sqs"))
+
+    def _reject(self, message: Any, *, requeue: bool) -> None:
+        """Hand a message back to the broker, once its dead-letter rules are in place."""
+        await_broker_rules()
+        message.reject_log_error(log, self.connection_errors, requeue=requeue)
 
 
 def _since(value: Any, now: datetime) -> datetime:

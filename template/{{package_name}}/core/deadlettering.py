@@ -34,7 +34,7 @@ from .deadletter import (
     letter_from_message,
     store_for,
 )
-from .deliveries import forget_deliveries, give_back_requeues
+from .deliveries import await_broker_rules, forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
 from .inbound import limited
 from .queues import lane_of_queue
@@ -148,6 +148,20 @@ def worker_lost(status: int) -> ExceptionInfo:
         return ExceptionInfo()
 
 
+@cache
+def job_time_limits(task: Any) -> tuple[float | None, float | None]:
+    """(hard, soft): a job's own time limits, else the project's.
+
+    Read once per job: a lookup in the app's configuration costs more than the
+    rest of what the worker adds to a request.
+    """
+    conf = task.app.conf
+    return (
+        task.time_limit or conf.task_time_limit,
+        task.soft_time_limit or conf.task_soft_time_limit,
+    )
+
+
 class DeadLetterRequest(Request):
     """A task request whose bad endings go to the dead-letter store, never lost or looping."""
 
@@ -163,11 +177,8 @@ class DeadLetterRequest(Request):
         # The `timelimit` header may lower the job's limits, never raise them:
         # limits come from the project (TASK_TIME_LIMIT, the job's own).
         hard, soft = self.time_limits
-        conf = self._task.app.conf
-        self.time_limits = (
-            limited(hard, self._task.time_limit or conf.task_time_limit),
-            limited(soft, self._task.soft_time_limit or conf.task_soft_time_limit),
-        )
+        ceiling_hard, ceiling_soft = job_time_limits(self._task)
+        self.time_limits = (limited(hard, ceiling_hard), limited(soft, ceiling_soft))
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if not soft:
@@ -202,7 +213,7 @@ class DeadLetterRequest(Request):
             deliveries = getattr(self._message, "deliveries", None)
             if deliveries is None or deliveries < self.app.settings.task_max_deliveries:
                 # Another delivery may succeed (or the broker counts, on quorum queues).
-                return super().reject(requeue=give_back_requeues(self.app.settings))
+                return self._broker_reject(requeue=give_back_requeues(self.app.settings))
             reason = DELIVERY_LIMIT
             exception = (
                 f"The worker process running it was lost on each of {deliveries} deliveries "
@@ -210,8 +221,13 @@ class DeadLetterRequest(Request):
             )
         elif requeue and reason != TIME_LIMIT:
             # The job asked for it: Reject(requeue=True).
-            return super().reject(requeue=give_back_requeues(self.app.settings))
+            return self._broker_reject(requeue=give_back_requeues(self.app.settings))
         self._dead_letter(reason, exception, traceback)
+
+    def _broker_reject(self, requeue: bool) -> None:
+        """Hand the message back to the broker, once its dead-letter rules are in place."""
+        await_broker_rules()
+        super().reject(requeue=requeue)
 
     def _announce_cancelled(self, emit_retry: bool = True) -> None:
         # Cancelled because the broker connection was lost: the message stays
@@ -273,6 +289,6 @@ class DeadLetterRequest(Request):
             self.send_event("task-rejected", requeue=False)
         elif self.app.settings.broker_kind == "amqp":
             # The broker routes it to the lane's dead-letter queue itself.
-            super().reject(requeue=False)
+            self._broker_reject(requeue=False)
         else:
-            super().reject(requeue=give_back_requeues(self.app.settings))
+            self._broker_reject(requeue=give_back_requeues(self.app.settings))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from functools import cache, cached_property
 from typing import Any
 
@@ -23,6 +24,12 @@ log = logging.getLogger(__name__)
 
 # A counter outlives any redelivery of its task, then disappears by itself.
 COUNTER_TTL = 7 * 24 * 3600
+
+# Set once the broker holds the rules a message given back or rejected relies on.
+# RabbitMQ: the lanes' dead-letter policies (and quorum delivery limit), which a
+# worker applies in the background as it starts (core/policies.py).
+broker_rules_ready = threading.Event()
+broker_rules_ready.set()
 
 
 class DeliveryCounter:
@@ -118,6 +125,16 @@ def broker_deliveries(message: Any) -> int | None:
     sqs_message = (message.delivery_info or {}).get("sqs_message") or {}
     count = (sqs_message.get("Attributes") or {}).get("ApproximateReceiveCount")
     return int(count) if count else None
+
+
+def await_broker_rules() -> None:
+    """Before a message is rejected or given back: wait for the broker's dead-letter rules.
+
+    Without its lane's policy, RabbitMQ drops a message rejected without requeue,
+    and a quorum lane bounds its redeliveries by another limit. The wait ends
+    once the policies are set or known to be missing (the worker logs which).
+    """
+    broker_rules_ready.wait()
 
 
 def give_back_requeues(settings: Settings) -> bool:

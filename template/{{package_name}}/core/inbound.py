@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from .deadletter import MALFORMED, REFUSED
+
 # Envelope property of a quarantined message: what made it unreadable.
 MALFORMED_PROPERTY = "malformed"
 JSON_CONTENT = "application/json"
@@ -142,10 +144,25 @@ def header_problem(headers: Any) -> str | None:
         value = headers.get(name)
         if value is not None and not check(value):
             return f"header {name!r} must be {expected}, not {preview(value)}"
-    size = len(json.dumps(headers, default=str))
-    if size > MAX_HEADERS_SIZE:
+    if (size := _json_size(headers, MAX_HEADERS_SIZE)) > MAX_HEADERS_SIZE:
         return f"headers take {size} bytes, more than the {MAX_HEADERS_SIZE} a task message uses"
     return None
+
+
+def _json_size(value: Any, limit: int) -> int:
+    """The length of `json.dumps(value, default=str)` when above `limit`, else at most `limit`.
+
+    A message's headers are checked on every delivery, and encoding them only to
+    learn that they are small costs more than the other checks together. Their
+    repr is cheaper and bounds the JSON: each character of a repr stands for at
+    most 12 of JSON (an astral character as two `\\uXXXX` escapes), and `None`,
+    `True`, numbers and separators take as long in both. The JSON is measured
+    only above that bound (or for another type than a dict, whose repr may be
+    shorter than its text); an int too long to print fails both alike.
+    """
+    if type(value) is dict and 12 * len(repr(value)) <= limit:
+        return 0
+    return len(json.dumps(value, default=str))
 
 
 def body_problem(payload: Any) -> str | None:
@@ -180,8 +197,6 @@ def message_problem(message: Any, accept: set[str] | None = None) -> tuple[str, 
     and other content is refused undecoded. The decoded body stays cached on
     the message, so Celery does not decode it again.
     """
-    from .deadletter import MALFORMED, REFUSED
-
     properties = message.properties or {}
     if properties.get(MALFORMED_PROPERTY):
         return MALFORMED, str(properties[MALFORMED_PROPERTY])

@@ -15,11 +15,16 @@ AMQP 0-9-1 cannot set policies; they are applied through the management HTTP API
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import logging
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,11 +33,14 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from . import project
+from .deliveries import broker_rules_ready
 from .errors import ProjectError
 from .queues import dead_letter_queue, qualified_queue
 from .settings import LOOPBACK_HOSTS, Settings, mask_password
 
 POLICY_SUFFIX = "dead-letters"
+
+log = logging.getLogger(__name__)
 
 
 class PolicyUnavailableError(ProjectError):
@@ -283,3 +291,59 @@ def apply_at_start(settings: Settings) -> str:
             "unknown jobs itself, but a message it rejects is dropped" + delivery_limit + "."
         )
     return f"RabbitMQ: the lanes' dead-letter policies are set ({how})."
+
+
+# How long the background check waits for the worker to be consuming before it
+# runs anyway (a worker that cannot reach its broker yet rejects nothing).
+READY_WAIT = 10.0
+# How long a worker that stops waits for a check under way to finish.
+STOP_WAIT = 30.0
+
+
+def apply_in_background(settings: Settings) -> threading.Thread:
+    """Worker start-up: apply the policies once the worker consumes, off its start-up path.
+
+    Checking them costs an Erlang node (`rabbitmqctl`: about a second of CPU) or
+    HTTP calls, which the first job need not wait for: the worker dead-letters
+    failed, refused and unknown jobs itself. The check starts when the worker is
+    ready, at a lower CPU priority on Linux, so it never slows the start. What
+    relies on the broker's dead-lettering (a message rejected without requeue, a
+    return a quorum lane counts) waits for it (`deliveries.await_broker_rules`).
+    The outcome is logged once known: a warning when the policies could not be set.
+    A worker that stops lets a check under way finish, so even a short-lived
+    worker leaves its lanes' policies set.
+    """
+    from celery import signals
+
+    broker_rules_ready.clear()
+    consuming = threading.Event()
+    thread = threading.Thread(
+        target=_apply_and_report, args=(settings, consuming), name="lane-policies", daemon=True
+    )
+
+    def finish(**_: Any) -> None:
+        if consuming.is_set():
+            thread.join(STOP_WAIT)
+
+    signals.worker_ready.connect(lambda **_: consuming.set(), weak=False)
+    signals.worker_shutdown.connect(finish, weak=False)
+    thread.start()
+    return thread
+
+
+def _apply_and_report(settings: Settings, consuming: threading.Event) -> None:
+    try:
+        consuming.wait(READY_WAIT)
+        if sys.platform == "linux":  # niceness is per thread there, and what it starts inherits it
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        outcome = apply_at_start(settings)
+    except Exception as exc:  # never leave the rejects waiting
+        outcome = f"Warning: the lanes' dead-letter policies were not checked: {exc!r}"
+    finally:
+        broker_rules_ready.set()
+    warning = outcome.startswith("Warning:")
+    if log.hasHandlers():
+        log.log(logging.WARNING if warning else logging.INFO, outcome.removeprefix("Warning: "))
+    else:  # before the worker's logging is set up
+        print(outcome, file=sys.stderr, flush=True)
