@@ -12,7 +12,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,20 +124,41 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return (utime + stime) / tick, (cutime + cstime) / tick
 
 
-def worker_cpu(pid: int) -> tuple[float, float] | None:
-    """(main process, pool processes) CPU seconds of a worker so far; None without /proc."""
+class WorkerCpu(NamedTuple):
+    """CPU seconds of a worker so far, from /proc.
+
+    `pool` is its live children that run the worker's own interpreter, the pool
+    processes; `helpers` is every other child, running or ended: one-off work
+    such as the generated RabbitMQ worker's `rabbitmqctl` policy check (and a
+    pool process that ended, which a run shorter than WORKER_MAX_TASKS_PER_CHILD
+    does not meet).
+    """
+
+    main: float
+    pool: float
+    helpers: float
+
+
+def worker_cpu(pid: int) -> WorkerCpu | None:
+    """The CPU a worker used so far (WorkerCpu); None without /proc."""
     try:
-        own, exited = cpu_seconds(pid)
+        own, helpers = cpu_seconds(pid)
+        interpreter = os.readlink(f"/proc/{pid}/exe")
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pool = exited
+        pool = 0.0
         for child in children:
             try:
-                pool += sum(cpu_seconds(int(child)))
-            except FileNotFoundError:
-                continue  # exited since the listing; counted next time in `exited`
+                used = sum(cpu_seconds(int(child)))
+                pooled = os.readlink(f"/proc/{child}/exe") == interpreter
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended since the listing; counted next time with the ended ones
+            if pooled:
+                pool += used
+            else:
+                helpers += used
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return own, pool
+    return WorkerCpu(own, pool, helpers)
 
 
 def port_open(url: str) -> bool:

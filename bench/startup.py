@@ -94,10 +94,10 @@ def start_once(
             tail = Path(log.name).read_text(errors="replace")[-2000:]
             raise SystemExit(f"{label}: the worker ran no job in 120 s:\n{tail}")
         seconds = float(got[1]) - began  # the job pushed its start time (sent = 0)
-        main, pool = worker_cpu(process.pid) or (0.0, 0.0)
+        cpu = worker_cpu(process.pid)
         time.sleep(SETTLE)
         rss, pss = memory_mb(process.pid)
-        return Start(seconds, main + pool, rss, pss)
+        return Start(seconds, sum(cpu) if cpu else 0.0, rss, pss)
     finally:
         stop(process)
         log.close()

@@ -105,11 +105,16 @@ class QueueDepth:
 
 @dataclass
 class Measurement:
-    """One drain: tasks/s, and CPU per task in the worker's main process and its pool."""
+    """One drain: tasks/s, CPU per task in the worker's main process and its pool.
+
+    `helpers_s` is the CPU, in seconds, that the worker's other child processes
+    used during the drain (WorkerCpu's `helpers`): one-off, not per task.
+    """
 
     rate: float
     main_ms: float | None
     pool_ms: float | None
+    helpers_s: float | None = None
 
 
 def run(
@@ -155,12 +160,12 @@ def run(
             if started is not None and left == 0:
                 # The first poll saw `start_left` left: that many ran in the timed span.
                 cpu_after = worker_cpu(worker.pid)
-                if cpu_before and cpu_after:
-                    main_ms = (cpu_after[0] - cpu_before[0]) * 1000 / start_left
-                    pool_ms = (cpu_after[1] - cpu_before[1]) * 1000 / start_left
-                else:
-                    main_ms = pool_ms = None
-                return Measurement(start_left / (now - started), main_ms, pool_ms)
+                rate = start_left / (now - started)
+                if not (cpu_before and cpu_after):
+                    return Measurement(rate, None, None)
+                main_ms = (cpu_after.main - cpu_before.main) * 1000 / start_left
+                pool_ms = (cpu_after.pool - cpu_before.pool) * 1000 / start_left
+                return Measurement(rate, main_ms, pool_ms, cpu_after.helpers - cpu_before.helpers)
             if worker.poll() is not None:
                 log.flush()
                 tail = Path(log.name).read_text(errors="replace")[-2000:]
@@ -280,11 +285,14 @@ def report(broker: str, runs: dict[str, list[Measurement]]) -> None:
         rate = median(rates) or 0.0
         main_ms = median([m.main_ms for m in measured])
         pool_ms = median([m.pool_ms for m in measured])
+        helpers_s = median([m.helpers_s for m in measured])
         cpu = (
             f"  cpu/task main {main_ms:.2f} ms, pool {pool_ms:.2f} ms"
             if main_ms is not None and pool_ms is not None
             else ""
         )
+        if helpers_s:
+            cpu += f"  (+{helpers_s:.2f} s CPU in helper processes)"
         print(
             f"{broker:<9} {label:<38} {rate:6.0f} tasks/s {rate / base:5.2f}x stock"
             f"  ({min(rates):.0f}-{max(rates):.0f}){cpu}"
