@@ -53,6 +53,18 @@ def imported_by_queue_work(project: Path, modules: tuple[str, ...]) -> list[str]
     return json.loads(lines[-1].removeprefix("imported: "))
 
 
+def python_in(project: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run Python code in the project's folder, with these environment variables."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=project,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def help_of(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", PACKAGE, *args, "--help"],
@@ -129,14 +141,39 @@ def test_what_the_worker_loaded_is_frozen_before_the_pool_forks(render):
         "signals.celeryd_after_setup.send(sender='worker@host', instance=None, conf=app.conf)\n"
         "print(before, gc.get_freeze_count())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=render(broker="redis"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = python_in(render(broker="redis"), code)
     assert done.returncode == 0, done.stderr
     before, after = map(int, done.stdout.split())
     assert before == 0
     assert after > 10_000
+
+
+def test_the_worker_starts_without_the_celery_command_group(render):
+    # `celery.bin.celery` imports every `celery` command and the plugins installed for them
+    # (Flower: Tornado, prometheus_client): a tenth of a second before the worker starts.
+    code = (
+        "import sys\n"
+        f"from {PACKAGE}.core.celery_app import app\n"
+        f"from {PACKAGE}.core.worker import run_worker\n"
+        "app.user_options['worker'].add(__import__('click').Option(['--extra-flag'], "
+        "is_flag=True))\n"
+        "code = run_worker(app, ['worker', '--help'])\n"
+        "print(code, [m for m in ('celery.bin.celery', 'flower') if m in sys.modules])\n"
+    )
+    done = python_in(render(broker="redis"), code, BROKER_URL="memory://", COLUMNS="120")
+    assert done.returncode == 0, done.stderr
+    assert "Usage: celery worker" in done.stdout
+    assert "--without-mingle" in done.stdout
+    assert "--extra-flag" in done.stdout  # the app's own worker options, as `celery` adds them
+    assert done.stdout.splitlines()[-1] == "0 []"
+
+
+def test_a_worker_command_line_must_start_with_worker(render):
+    code = (
+        f"from {PACKAGE}.core.celery_app import app\n"
+        f"from {PACKAGE}.core.worker import run_worker\n"
+        "run_worker(app, ['beat'])\n"
+    )
+    done = python_in(render(broker="redis"), code, BROKER_URL="memory://")
+    assert done.returncode == 1
+    assert "not a worker command line" in done.stderr

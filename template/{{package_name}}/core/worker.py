@@ -66,11 +66,26 @@ def run_worker(celery_app: Any, argv: list[str]) -> int:
 
     Celery's own `worker_main` drops the code, so a worker that stopped on an
     unrecoverable error would exit 0 and a supervisor would not restart it.
-    """
-    from celery.bin.celery import celery
 
-    celery.params[0].default = celery_app  # the --app option, as app.start() sets it
-    try:
-        return celery.main(args=argv, standalone_mode=False) or 0
-    finally:
-        celery.params[0].default = None
+    The `worker` command is called without the `celery` group around it: importing
+    the group imports every other `celery` command and the plugins installed for it
+    (Flower, with Tornado and prometheus_client), a tenth of a second the worker
+    would spend before it starts. What the group would do for `worker` is done here:
+    its context holds the app, and the app's own worker and preload options are added.
+    """
+    from celery.bin.base import CLIContext
+    from celery.bin.worker import worker
+
+    command, *args = argv
+    if command != "worker":
+        raise ValueError(f"not a worker command line: {argv!r}")
+    known = {param.name for param in worker.params}
+    for group in ("worker", "preload"):
+        worker.params.extend(
+            option for option in celery_app.user_options.get(group, ()) if option.name not in known
+        )
+    context = CLIContext(app=celery_app, no_color=None, workdir=None)
+    return (
+        worker.main(args=args, prog_name="celery worker", obj=context, standalone_mode=False)
+        or 0
+    )
