@@ -237,6 +237,10 @@ def test_the_dockerfile_passes_hadolint_and_is_slim_non_root_cached_with_a_healt
     # pyproject.toml first, the dependencies installed, then the code.
     assert "pyproject.toml" in lines[copies[0]] and "billing billing" in lines[copies[1]]
     assert any("pip install" in line for line in lines[copies[0] : copies[1]])
+    # The code the worker imports from the working directory is byte-compiled in the image:
+    # PYTHONDONTWRITEBYTECODE and a user who cannot write there would compile it at each start.
+    user = next(i for i, line in enumerate(lines) if line.startswith("USER"))
+    assert any("python -m compileall -q billing" in line for line in lines[copies[1] : user])
     users = [line for line in lines if line.startswith("USER")]
     assert users and users[-1] not in ("USER root", "USER 0")
     assert any(line.startswith("HEALTHCHECK") for line in lines)
