@@ -116,6 +116,24 @@ def test_a_job_that_kills_its_worker_is_dead_lettered_after_bounded_deliveries(
     assert [(x["id"], x["reason"]) for x in letters] == [(pill, "delivery-limit")]
 
 
+@pytest.mark.parametrize("project", ["classic"], indirect=True)
+def test_a_job_gets_its_soft_time_limit_then_is_killed_and_dead_lettered_at_the_hard_one(
+    project: Project, folder: Path
+) -> None:
+    with project.worker("--concurrency", "2") as worker:
+        project.dispatch_probes(folder, ["before"])
+        wait_for_files(folder, ["before"])  # other jobs' limits are armed and cancelled first
+        [overrun] = dispatch(project, "overruns", [str(folder), "slowpoke"])
+        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        project.dispatch_probes(folder, ["after"])
+        wait_for_files(folder, ["after"])
+        assert worker.process is not None and worker.process.poll() is None
+    assert runs(folder, "slowpoke", "soft") == 1  # SoftTimeLimitExceeded, raised in the job
+    assert runs(folder, "slowpoke", "attempt") == 1
+    assert [(x["id"], x["reason"]) for x in letters] == [(overrun, "time-limit")]
+    assert "TimeLimitExceeded(2" in letters[0]["exception"]
+
+
 def test_pickle_and_unknown_jobs_end_in_the_dead_letter_queue_unrun(
     project: Project, folder: Path
 ) -> None:

@@ -74,11 +74,12 @@ def slow(folder: str, token: str, seconds: float) -> str:
 
 @job(name="{package}.overruns", soft_time_limit=1, time_limit=2)
 def overruns(folder: str, token: str) -> str:
-    """Ignores its soft time limit, so the hard one kills it."""
+    """Notes its soft time limit (a `<token>.soft.*` file) and ignores it: the hard one kills it."""
     _mark(folder, token, "attempt")
     try:
         time.sleep(30)
     except SoftTimeLimitExceeded:
+        _mark(folder, token, "soft")
         time.sleep(30)
     return token
 '''

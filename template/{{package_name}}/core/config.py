@@ -168,6 +168,8 @@ def build_config(settings: Settings) -> dict[str, Any]:
         "worker_consumer": f"{project.PACKAGE}.core.consumer:DeadLetterConsumer",
         "worker_prefetch_multiplier": settings.worker_prefetch_multiplier,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # The prefork pool with cheaper time limits (core/pool.py); --pool still picks another.
+        "worker_pool": f"{project.PACKAGE}.core.pool:TaskPool",
         "task_soft_time_limit": settings.task_soft_time_limit,
         "task_time_limit": settings.task_time_limit,
         "worker_max_tasks_per_child": settings.worker_max_tasks_per_child,
