@@ -37,7 +37,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from running import BROKERS, delete_queue, loopback_broker, stop, worker_cpu, write_stock_app
+from running import (
+    BROKERS,
+    delete_queue,
+    forget_namespace,
+    loopback_broker,
+    project_lanes,
+    stop,
+    worker_cpu,
+    write_stock_app,
+)
 from running import render_project as render
 
 PACKAGE = "benchproj"
@@ -67,6 +76,9 @@ class Contender:
     env: dict[str, str] = field(default_factory=dict)
     # Commands run before the fill, in `cwd` (SQS: `queue provision`).
     prepare: list[list[str]] = field(default_factory=list)
+    # A generated project's QUEUE_NAMESPACE: its lanes, dead letters and
+    # policies are deleted after the run too.
+    namespace: str | None = None
 
 
 def render_project(dest: Path, broker: str) -> Path:
@@ -177,6 +189,8 @@ def run(
         log.close()
         depth.close()
         delete(url, contender.queue)
+        if contender.namespace and url.startswith(("redis", "amqp")):
+            forget_namespace(url, contender.namespace, [], project_lanes(contender.cwd, PACKAGE))
 
 
 def contenders(
@@ -222,6 +236,7 @@ def contenders(
         return Contender(
             label=label,
             queue=f"{namespace}.default",
+            namespace=namespace,
             cwd=project,
             fill=[
                 python,
