@@ -85,7 +85,5 @@ def run_worker(celery_app: Any, argv: list[str]) -> int:
             option for option in celery_app.user_options.get(group, ()) if option.name not in known
         )
     context = CLIContext(app=celery_app, no_color=None, workdir=None)
-    return (
-        worker.main(args=args, prog_name="celery worker", obj=context, standalone_mode=False)
-        or 0
-    )
+    code = worker.main(args=args, prog_name="celery worker", obj=context, standalone_mode=False)
+    return code or 0
