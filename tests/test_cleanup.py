@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
-import pytest
-
-from support.brokers import IN_CI
+from support.brokers import require_rabbitmqctl
 from support.cleanup import clear_rabbitmq_policies, delete_rabbitmq_policies, rabbitmq_policy_names
 from support.projects import unique_namespace
 
@@ -24,10 +21,7 @@ def set_policy(name: str) -> None:
 def test_the_policies_of_the_sessions_namespaces_are_cleared_and_no_others(
     rabbitmq_url: str,
 ) -> None:
-    if shutil.which("rabbitmqctl") is None:
-        if IN_CI:
-            pytest.fail("CI=true needs rabbitmqctl on PATH to check the RabbitMQ clean-up")
-        pytest.skip("rabbitmqctl is not on PATH")
+    require_rabbitmqctl("to check the RabbitMQ clean-up")
     ours, theirs = unique_namespace("cl"), unique_namespace("cl")
     mine = [f"{ours}.default.dead-letters", f"{ours}.batch.dead-letters"]
     # A namespace that only starts like ours is not ours.

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.brokers import require_rabbitmqctl
 from support.faults import (
     add_fault_jobs,
     dead_letters,
@@ -59,9 +59,7 @@ def project(
 def test_a_worker_consumes_before_its_policies_are_checked_then_sets_them(
     project: Project, folder: Path, tmp_path: Path
 ) -> None:
-    real = shutil.which("rabbitmqctl")
-    if real is None:
-        pytest.skip("no rabbitmqctl on this machine")
+    real = require_rabbitmqctl("to time the worker's policy check")
     # A rabbitmqctl whose `list_policies` waits for the test: a slow Erlang node.
     go = tmp_path / "go"
     slow = tmp_path / "slow-bin"

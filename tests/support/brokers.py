@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import time
 from typing import Any
@@ -51,6 +52,16 @@ def require_broker(name: str, url: str) -> str:
     if IN_CI:
         pytest.fail(f"CI=true requires every broker: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_rabbitmqctl(why: str) -> str:
+    """The path of rabbitmqctl; skip without it (fail under CI=true), saying `why` it is needed."""
+    ctl = shutil.which("rabbitmqctl")
+    if ctl is not None:
+        return ctl
+    if IN_CI:
+        pytest.fail(f"CI=true needs rabbitmqctl on PATH {why}", pytrace=False)
+    pytest.skip(f"rabbitmqctl is not on PATH; needed {why}")
 
 
 def require_broker_restarts() -> None:
