@@ -24,7 +24,7 @@ from workergen.answers import make_environment
 from workergen.cli import app
 from workergen.commands import new as new_command
 from workergen.errors import TemplateRepositoryError
-from workergen.jinja_cache import compiled_template_cache, reuse_compiled
+from workergen.jinja_cache import compile_ahead, compiled_template_cache, reuse_compiled
 from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
 
@@ -306,6 +306,78 @@ def test_a_template_with_jinja_extensions_of_its_own_is_not_cached(
 
     assert compiled_template_cache(known) is not None
     assert compiled_template_cache(own) is None
+
+
+def test_a_first_render_has_its_templates_compiled_ahead_on_another_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A forked process compiles into the cache what the render has not reached yet,
+    # from the last template back; here the render waits at once, so it does them all.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    names = [f"t/{n}.txt.jinja" for n in range(5)]
+    env = reuse_compiled(
+        SandboxedEnvironment(
+            loader=jinja2.DictLoader({name: f"{name}: {{{{ x }}}}" for name in names})
+        )
+    )
+    compile_ahead(env, names)()
+    assert all(env.bytecode_cache.holds(name) for name in names)
+
+    # Nothing left to compile: no process is started, and the render compiles nothing.
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked with nothing to compile"))
+    compiled: list[str] = []
+    compile_source = env.compile
+    monkeypatch.setattr(
+        env, "compile", lambda *a, **k: compiled.append(a) or compile_source(*a, **k)
+    )
+    compile_ahead(env, names)()
+    assert [env.get_template(name).render(x=1) for name in names] == [
+        f"{name}: 1" for name in names
+    ]
+    assert compiled == []
+
+
+def test_no_process_is_forked_beside_other_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A fork copies the calling thread only: with another one running, the render
+    # compiles everything itself.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked beside another thread"))
+    names = ["a.jinja", "b.jinja"]
+    env = reuse_compiled(SandboxedEnvironment(loader=jinja2.DictLoader(dict.fromkeys(names, "x"))))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        compile_ahead(env, names)()
+    finally:
+        stop.set()
+        other.join()
+    assert not any(env.bytecode_cache.holds(name) for name in names)
+
+
+def test_a_plain_directory_is_not_asked_about_as_a_git_bundle(tmp_path: Path):
+    # Copier asks git whether a template directory is a bundle (a scratch repository
+    # and two git processes); a directory never is, and `new` does not ask.
+    calls = tmp_path / "git-calls"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real_git} "$@"\n')
+    wrapper.chmod(0o755)
+    source = small_template(tmp_path / "template")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "workergen", "new", str(tmp_path / "out")),
+            *("--defaults", "--template", str(source.path)),
+        ],
+        env={**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "a.txt").read_text() == "x\n"
+    asked = calls.read_text().splitlines() if calls.exists() else []
+    assert not [line for line in asked if "bundle" in line], asked
 
 
 def test_a_render_without_a_usable_cache_directory_still_renders(

@@ -6,13 +6,17 @@ user's copier settings file (`Settings()`), so the same answers always render
 the same files. Copier is imported here only: it is slow to import, and
 `workergen --help` must not pay for it.
 
-A new project is rendered by `FreshRender`, copier's own worker minus two costs
+A new project is rendered by `FreshRender`, copier's own worker minus costs
 that buy nothing when every file is new: compiling the same Jinja source again
 for each part of each path (hundreds per project, most of them plain names,
-which render as themselves without compiling), and asking git, once per
-file written, whether the file's index entry needs its executable bit fixed (a
-fresh render's files are in no index). What it compiles is kept on disk, in
-the user's cache directory, for the next render. The files written are the same.
+which render as themselves without compiling); building the render context
+anew for each of them once the answers are final; asking git whether a
+template directory is a git bundle (a directory never is); and asking git, once
+per file written, whether the file's index entry needs its executable bit fixed
+(a fresh render's files are in no index). What it compiles is kept on disk, in
+the user's cache directory, for the next render; when that cache lacks the
+template's files, a forked process compiles them on the other CPU while the
+render goes on. The files written are the same.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from workergen.errors import WorkergenError
-from workergen.jinja_cache import reuse_compiled
+from workergen.jinja_cache import compile_ahead, reuse_compiled
 
 
 class CopierFailedError(WorkergenError):
@@ -114,12 +118,71 @@ def _make_fresh_render_class() -> type:
     from functools import cached_property
 
     from copier._main import Worker
+    from copier._template import Template
+    from copier._tools import scantree
+    from copier._types import LazyDict, Phase
+    from copier._vcs import is_git_available, is_git_repo_root
+
+    class DirectoryTemplate(Template):  # type: ignore[misc]
+        @cached_property
+        def vcs(self) -> str | None:
+            # For a local directory copier also asks whether it is a git bundle,
+            # with a scratch repository and two git processes; a directory never is.
+            path = Path(self.url)
+            if not (path.is_absolute() and path.is_dir()):
+                return super().vcs  # type: ignore[no-any-return]
+            return "git" if is_git_available() and is_git_repo_root(path) else None
 
     class FreshRender(Worker):  # type: ignore[misc]
+        _frozen_context: dict[str, Any] | None = None
+
         @cached_property
         def jinja_env(self) -> Any:
             env = super().jinja_env
             return reuse_compiled(env)
+
+        @cached_property
+        def template(self) -> Any:
+            result = DirectoryTemplate(
+                url=str(self.src_path),
+                ref=self.resolved_vcs_ref,
+                use_prereleases=self.use_prereleases,
+            )
+            self._cleanup_hooks.append(result._cleanup)
+            return result
+
+        def _render_template(self) -> None:
+            # The answers are final from here on, so the render context is too:
+            # copier builds it anew for every part of every path (hundreds of times).
+            self._frozen_context = super()._render_context()
+            compiled = compile_ahead(self.jinja_env, self._templated_files())
+            try:
+                super()._render_template()
+            finally:
+                self._frozen_context = None
+                compiled()
+
+        def _templated_files(self) -> list[str]:
+            """The template's files to render through Jinja, in the order copier renders them."""
+            suffix = self.template.templates_suffix
+            if not suffix:
+                return []
+            root = self.template.local_abspath
+            follow_symlinks = not self.template.preserve_symlinks
+            return [
+                Path(entry.path).relative_to(root).as_posix()
+                for entry in scantree(str(self.template_copy_root), follow_symlinks)
+                if entry.name.endswith(suffix) and entry.is_file()
+            ]
+
+        def _render_context(self) -> Any:
+            frozen = self._frozen_context
+            if frozen is None or frozen["_copier_phase"] != Phase.current():
+                return super()._render_context()
+            # Each caller gets its own copy: copier edits `_copier_conf` in place.
+            conf = frozen["_copier_conf"]
+            copied = LazyDict({key: (lambda key=key: conf[key]) for key in conf})
+            return {**frozen, "_copier_conf": copied}
 
         def _sync_git_index_executable_bit(self, *args: Any, **kwargs: Any) -> None:
             # Copier fixes the executable bit of a file's existing git index entry;

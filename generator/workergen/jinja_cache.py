@@ -14,7 +14,8 @@ import contextlib
 import hashlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,11 @@ def compiled_template_cache(env: Any) -> Any:
         def get_cache_key(self, name: str, filename: str | None = None) -> str:
             return hashlib.sha1(name.encode()).hexdigest()
 
+        def holds(self, name: str) -> bool:
+            """Whether there is an entry for the template `name` (current or not)."""
+            entry = self.pattern % self.get_cache_key(name)
+            return os.path.exists(os.path.join(self.directory, entry))
+
         def load_bytecode(self, bucket: Any) -> None:
             try:
                 super().load_bytecode(bucket)
@@ -178,3 +184,43 @@ def _compile_settings(env: Any) -> tuple[Any, ...] | None:
         sorted(env.filters),
         sorted(env.tests),
     )
+
+
+def compile_ahead(env: Any, names: Sequence[str]) -> Callable[[], None]:
+    """Compile the templates `names` of `env` into its cache on the other CPU; returns a wait.
+
+    A render compiles its templates one after another as it reaches them. When
+    some are not in the cache yet, a forked process compiles them from the last
+    one back, while the render compiles from the first one on: each finds in the
+    cache what the other compiled, and the forked process stops where they meet.
+    It needs the on-disk cache, `os.fork` and a process with no other thread
+    (a fork copies only the calling one); without them nothing is started.
+    """
+    cache = env.bytecode_cache
+    if not hasattr(cache, "holds") or not hasattr(os, "fork") or threading.active_count() > 1:
+        return _no_wait
+    missing = [name for name in names if not cache.holds(name)]
+    if len(missing) < 2:
+        return _no_wait
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked process leaves through os._exit
+        status = 0
+        try:
+            for name in reversed(missing):
+                if cache.holds(name):
+                    break  # the render got here first, and has compiled everything before
+                env.get_template(name)
+        except BaseException:
+            status = 1  # the render compiles it again, and reports what is wrong
+        finally:
+            os._exit(status)
+
+    def wait() -> None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    return wait
+
+
+def _no_wait() -> None:
+    return None
