@@ -7,7 +7,9 @@ bundle of this repository's commits up to the one built) and
 `workergen/_template/template-version` (the name of the template version the
 wheel ships, which `workergen new` records). Both are made here from the
 repository's git history; an sdist carries them in `template-history/`, so a
-wheel built from the sdist ships the same.
+wheel built from the sdist ships the same. The wheel also ships the template
+compiled (`workergen/_template/compiled/`, see `workergen.shipped_compile`),
+when copier is installed where it is built.
 """
 
 from __future__ import annotations
@@ -44,11 +46,39 @@ class CustomBuildHook(BuildHookInterface):
         destination = SDIST_DIR if self.target_name == "sdist" else "workergen/_template"
         for name in FILES:
             build_data["force_include"][str(source / name)] = f"{destination}/{name}"
+        if self.target_name == "wheel":
+            compiled = self._compile_template(root)
+            if compiled is not None:
+                build_data["force_include"][str(compiled)] = f"{destination}/compiled"
+
+    def _compile_template(self, root: Path) -> Path | None:
+        """The template compiled as a first `workergen new` compiles it; None without copier."""
+        try:
+            import copier  # noqa: F401
+        except ImportError:
+            self.app.display_warning(
+                "copier is not installed where this wheel is built: the wheel ships no "
+                "compiled template, and a first `workergen new` compiles it"
+            )
+            return None
+        self._compile_scratch = Path(tempfile.mkdtemp(prefix="workergen-compile-"))
+        sys.path.insert(0, str(root / "generator"))
+        try:
+            from workergen.shipped_compile import compile_template
+            from workergen.template_source import TemplateSource
+        finally:
+            sys.path.pop(0)
+        if (root / ".git").exists():
+            # The working tree, as `workergen new` renders a checkout (it is clean: see above).
+            source = TemplateSource(path=root, vcs_ref="HEAD", history=root)
+        else:
+            source = TemplateSource(path=root)
+        return compile_template(source, self._compile_scratch)
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
-        scratch = getattr(self, "_scratch", None)
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        for scratch in (getattr(self, "_scratch", None), getattr(self, "_compile_scratch", None)):
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _make_history(root: Path, scratch: Path) -> Path:

@@ -24,7 +24,7 @@ from workergen.answers import make_environment
 from workergen.cli import app
 from workergen.commands import new as new_command
 from workergen.errors import TemplateRepositoryError
-from workergen.jinja_cache import compile_ahead, compiled_template_cache, reuse_compiled
+from workergen.jinja_cache import compiled_template_cache, reuse_compiled
 from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
 
@@ -308,51 +308,39 @@ def test_a_template_with_jinja_extensions_of_its_own_is_not_cached(
     assert compiled_template_cache(own) is None
 
 
-def test_a_first_render_has_its_templates_compiled_ahead_on_another_cpu(
+def test_what_a_wheel_ships_compiled_is_read_when_the_users_cache_lacks_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    # A forked process compiles into the cache what the render has not reached yet,
-    # from the last template back; here the render waits at once, so it does them all.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    names = [f"t/{n}.txt.jinja" for n in range(5)]
-    env = reuse_compiled(
-        SandboxedEnvironment(
-            loader=jinja2.DictLoader({name: f"{name}: {{{{ x }}}}" for name in names})
-        )
-    )
-    compile_ahead(env, names)()
-    assert all(env.bytecode_cache.holds(name) for name in names)
+    # A wheel's build compiles the template into a cache folder that it ships; a
+    # first render reads its entries there, compiles nothing and writes nothing.
+    def environment() -> SandboxedEnvironment:
+        return SandboxedEnvironment(loader=jinja2.DictLoader({"a.txt.jinja": "{{ x }}!"}))
 
-    # Nothing left to compile: no process is started, and the render compiles nothing.
-    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked with nothing to compile"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "build"))
+    built = environment()
+    built.bytecode_cache = compiled_template_cache(built)
+    built.get_template("a.txt.jinja")
+    shipped = tmp_path / "build" / "workergen" / "templates"
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user"))
+    env = environment()
+    env.bytecode_cache = compiled_template_cache(env, shipped=shipped)
     compiled: list[str] = []
     compile_source = env.compile
     monkeypatch.setattr(
         env, "compile", lambda *a, **k: compiled.append(a) or compile_source(*a, **k)
     )
-    compile_ahead(env, names)()
-    assert [env.get_template(name).render(x=1) for name in names] == [
-        f"{name}: 1" for name in names
-    ]
+
+    assert env.get_template("a.txt.jinja").render(x=1) == "1!"
     assert compiled == []
+    assert not list((tmp_path / "user").rglob("*.cache"))
 
-
-def test_no_process_is_forked_beside_other_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # A fork copies the calling thread only: with another one running, the render
-    # compiles everything itself.
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(os, "fork", lambda: pytest.fail("forked beside another thread"))
-    names = ["a.jinja", "b.jinja"]
-    env = reuse_compiled(SandboxedEnvironment(loader=jinja2.DictLoader(dict.fromkeys(names, "x"))))
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait)
-    other.start()
-    try:
-        compile_ahead(env, names)()
-    finally:
-        stop.set()
-        other.join()
-    assert not any(env.bytecode_cache.holds(name) for name in names)
+    # An entry whose source changed since the build is compiled, and kept by the user.
+    env.loader = jinja2.DictLoader({"a.txt.jinja": "{{ x }}?"})
+    env.cache = None
+    assert env.get_template("a.txt.jinja").render(x=1) == "1?"
+    assert len(compiled) == 1
+    assert len(list((tmp_path / "user").rglob("*.cache"))) == 1
 
 
 def test_a_plain_directory_is_not_asked_about_as_a_git_bundle(tmp_path: Path):

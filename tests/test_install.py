@@ -156,6 +156,20 @@ def test_a_new_wheel_updates_a_project_made_with_an_older_one_offline(
         check=True,
     ).stdout
     assert Path(located).is_relative_to(wheel_venv)
+    # The wheel ships its template compiled: a first run on a machine compiles none
+    # of it, for any broker, and so writes nothing to its cache.
+    cache = tmp_path / "first-run-cache"
+    for broker in ("redis", "rabbitmq", "sqs"):
+        done = workergen(
+            wheel_venv,
+            tmp_path,
+            *("new", f"first-{broker}", "--defaults", "--broker", broker),
+            *("--data", "http_api=true"),
+            env={"XDG_CACHE_HOME": str(cache)},
+        )
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "first-sqs" / "first_sqs" / "core" / "http_api.py").is_file()
+    assert not list(cache.rglob("*.cache"))
     project = new_project(wheel_venv, tmp_path)
     nothing_to_update(wheel_venv, project, latest_tag(clone))
     ours = user_work(wheel_venv, project)

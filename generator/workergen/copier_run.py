@@ -14,9 +14,9 @@ anew for each of them once the answers are final; asking git whether a
 template directory is a git bundle (a directory never is); and asking git, once
 per file written, whether the file's index entry needs its executable bit fixed
 (a fresh render's files are in no index). What it compiles is kept on disk, in
-the user's cache directory, for the next render; when that cache lacks the
-template's files, a forked process compiles them on the other CPU while the
-render goes on. The files written are the same.
+the user's cache directory, for the next render; a wheel ships the template
+compiled for the first one (`workergen.shipped_compile`). The files written
+are the same.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from workergen.errors import WorkergenError
-from workergen.jinja_cache import compile_ahead, reuse_compiled
+from workergen.jinja_cache import reuse_compiled
 
 
 class CopierFailedError(WorkergenError):
@@ -119,7 +119,6 @@ def _make_fresh_render_class() -> type:
 
     from copier._main import Worker
     from copier._template import Template
-    from copier._tools import scantree
     from copier._types import LazyDict, Phase
     from copier._vcs import is_git_available, is_git_repo_root
 
@@ -155,25 +154,10 @@ def _make_fresh_render_class() -> type:
             # The answers are final from here on, so the render context is too:
             # copier builds it anew for every part of every path (hundreds of times).
             self._frozen_context = super()._render_context()
-            compiled = compile_ahead(self.jinja_env, self._templated_files())
             try:
                 super()._render_template()
             finally:
                 self._frozen_context = None
-                compiled()
-
-        def _templated_files(self) -> list[str]:
-            """The template's files to render through Jinja, in the order copier renders them."""
-            suffix = self.template.templates_suffix
-            if not suffix:
-                return []
-            root = self.template.local_abspath
-            follow_symlinks = not self.template.preserve_symlinks
-            return [
-                Path(entry.path).relative_to(root).as_posix()
-                for entry in scantree(str(self.template_copy_root), follow_symlinks)
-                if entry.name.endswith(suffix) and entry.is_file()
-            ]
 
         def _render_context(self) -> Any:
             frozen = self._frozen_context

@@ -14,8 +14,7 @@ import contextlib
 import hashlib
 import os
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +92,18 @@ def _cached_template(env: Any, source: str) -> Any:
     return env.template_class.from_code(env, bucket.code, env.make_globals(None))
 
 
+CACHE_SUBDIR = "templates"
+"""The folder of compiled templates, in the user's cache directory and in a wheel's `_template/`."""
+SHIPPED = Path(__file__).resolve().parent / "_template" / "compiled"
+"""What the wheel's build compiled (`workergen.shipped_compile`); absent from a checkout."""
+
+
 def cache_home() -> Path:
     """Where workergen keeps what it may rebuild at any time: $XDG_CACHE_HOME/workergen."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workergen"
 
 
-def compiled_template_cache(env: Any) -> Any:
+def compiled_template_cache(env: Any, shipped: Path = SHIPPED) -> Any:
     """A cache on disk of what `env` compiles, for every later render; None if there is none.
 
     Jinja checks each entry against the template's source, its cache format and
@@ -106,8 +111,9 @@ def compiled_template_cache(env: Any) -> Any:
     the compiled code: Jinja's and copier's versions and the environment's syntax,
     options, extensions, filters and tests. An entry is named after the template's
     path within the template (or, for a string, its text), not where a render
-    reads it from. A template with Jinja extensions of its own is not cached:
-    their versions are unknown here.
+    reads it from. An entry missing from the user's cache is read from the same
+    directory in `shipped`, if it is there. A template with Jinja extensions of
+    its own is not cached: their versions are unknown here.
     """
     from jinja2.bccache import FileSystemBytecodeCache
 
@@ -116,32 +122,38 @@ def compiled_template_cache(env: Any) -> Any:
         return None
 
     class TemplateCache(FileSystemBytecodeCache):
+        def __init__(self, directory: Path, fallback: Path) -> None:
+            super().__init__(str(directory), "%s.cache")
+            # Where entries are read from, in turn; written only to the first.
+            self.places = [str(directory)] + ([str(fallback)] if fallback.is_dir() else [])
+
         def get_cache_key(self, name: str, filename: str | None = None) -> str:
             return hashlib.sha1(name.encode()).hexdigest()
 
-        def holds(self, name: str) -> bool:
-            """Whether there is an entry for the template `name` (current or not)."""
-            entry = self.pattern % self.get_cache_key(name)
-            return os.path.exists(os.path.join(self.directory, entry))
-
         def load_bytecode(self, bucket: Any) -> None:
-            try:
-                super().load_bytecode(bucket)
-            except Exception:
-                # Damaged: compiled again, and written anew.
-                bucket.reset()
+            for place in self.places:
+                try:
+                    with open(os.path.join(place, self.pattern % bucket.key), "rb") as entry:
+                        bucket.load_bytecode(entry)
+                except OSError:
+                    continue
+                except Exception:
+                    # Damaged: compiled again, and written anew.
+                    bucket.reset()
+                if bucket.code is not None:
+                    return
 
         def dump_bytecode(self, bucket: Any) -> None:
             with contextlib.suppress(OSError):
                 super().dump_bytecode(bucket)
 
     digest = hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
-    directory = cache_home() / "templates" / digest
+    directory = cache_home() / CACHE_SUBDIR / digest
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return TemplateCache(str(directory), "%s.cache")
+    return TemplateCache(directory, shipped / digest)
 
 
 _KNOWN_EXTENSIONS = ("jinja2.", "copier.", "jinja2_ansible_filters.")
@@ -159,10 +171,11 @@ def _compile_settings(env: Any) -> tuple[Any, ...] | None:
     known = all(name.startswith(_KNOWN_EXTENSIONS) for name in extensions)
     if not known or callable(env.autoescape) or env.finalize is not None:
         return None
+    copier = sys.modules.get("copier") if any(n.startswith("copier.") for n in extensions) else None
     return (
         jinja2.__version__,
-        # Loaded whenever one of its extensions is.
-        getattr(sys.modules.get("copier"), "__version__", None),
+        # Imported whenever one of its extensions is; not part of an environment without one.
+        getattr(copier, "__version__", None),
         type(env).__module__,
         type(env).__qualname__,
         extensions,
@@ -184,43 +197,3 @@ def _compile_settings(env: Any) -> tuple[Any, ...] | None:
         sorted(env.filters),
         sorted(env.tests),
     )
-
-
-def compile_ahead(env: Any, names: Sequence[str]) -> Callable[[], None]:
-    """Compile the templates `names` of `env` into its cache on the other CPU; returns a wait.
-
-    A render compiles its templates one after another as it reaches them. When
-    some are not in the cache yet, a forked process compiles them from the last
-    one back, while the render compiles from the first one on: each finds in the
-    cache what the other compiled, and the forked process stops where they meet.
-    It needs the on-disk cache, `os.fork` and a process with no other thread
-    (a fork copies only the calling one); without them nothing is started.
-    """
-    cache = env.bytecode_cache
-    if not hasattr(cache, "holds") or not hasattr(os, "fork") or threading.active_count() > 1:
-        return _no_wait
-    missing = [name for name in names if not cache.holds(name)]
-    if len(missing) < 2:
-        return _no_wait
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the forked process leaves through os._exit
-        status = 0
-        try:
-            for name in reversed(missing):
-                if cache.holds(name):
-                    break  # the render got here first, and has compiled everything before
-                env.get_template(name)
-        except BaseException:
-            status = 1  # the render compiles it again, and reports what is wrong
-        finally:
-            os._exit(status)
-
-    def wait() -> None:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
-
-    return wait
-
-
-def _no_wait() -> None:
-    return None

@@ -159,14 +159,16 @@ def build_wheel(clone: Path, out: Path) -> Path:
     return wheel
 
 
-def workergen(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the `workergen` command installed in `venv`, as a user runs it."""
+def workergen(
+    venv: Path, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the `workergen` installed in `venv`, as a user runs it (`env`: more variables)."""
     return subprocess.run(
         [str(venv / "bin" / "workergen"), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env={**git_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**git_env(), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
         timeout=300,
     )
 
