@@ -168,6 +168,9 @@ def test_a_new_wheel_updates_a_project_made_with_an_older_one_offline(
             env={"XDG_CACHE_HOME": str(cache)},
         )
         assert done.returncode == 0, done.stderr
+        # pip byte-compiled the template's Python files when it installed the wheel.
+        assert not list((tmp_path / f"first-{broker}").rglob("*.pyc"))
+        assert not list((tmp_path / f"first-{broker}").rglob("__pycache__"))
     assert (tmp_path / "first-sqs" / "first_sqs" / "core" / "http_api.py").is_file()
     assert not list(cache.rglob("*.cache"))
     project = new_project(wheel_venv, tmp_path)
