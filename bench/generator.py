@@ -33,17 +33,22 @@ Exit status 1 when a goal is missed.
 
 workergen runs as `python -m workergen` of this interpreter, so it is the
 workergen this script imports. From a checkout that is the editable install,
-whose template both tools render from git; to time an installed wheel's
-template (a plain directory) instead, put the unpacked wheel first:
+whose template both tools render from git. `--wheel` times workergen as a user
+installs it instead: it builds a wheel of the checkout (its template committed),
+unpacks it, and runs this script again with the unpacked wheel first on
+PYTHONPATH. The wheel ships its template compiled (workergen.shipped_compile):
+that is what makes a user's first run compile nothing, and a checkout's first
+run compile everything.
 
-    python -m build --wheel --no-isolation -o /tmp/wheel
-    python -m zipfile -e /tmp/wheel/workergen-*.whl /tmp/wheel/site
-    PYTHONPATH=/tmp/wheel/site python bench/generator.py
+Python modules are byte-compiled before timing, as pip does when it installs a
+package: a checkout's modules are otherwise compiled on every run where
+PYTHONDONTWRITEBYTECODE is set.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import itertools
 import os
 import resource
@@ -53,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,6 +262,29 @@ def report(case: str, timings: dict[str, tuple[float, float]], goals: Sequence[G
     return met
 
 
+def run_on_wheel(argv: Sequence[str]) -> int:
+    """Build a wheel of this checkout, unpack it, and run this script on it with `argv`."""
+    checkout = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="workergen-bench-wheel-") as scratch:
+        subprocess.run(
+            [sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", scratch],
+            cwd=checkout,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        (wheel,) = Path(scratch).glob("workergen-*.whl")
+        site = Path(scratch) / "site"
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(site)
+        print(f"wheel: {wheel.name}")
+        sys.stdout.flush()
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+        }
+        return subprocess.run([sys.executable, __file__, *argv], env=env).returncode
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -268,7 +297,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="PATH",
         help=f"a cookiecutter-django clone at release 2025.09.02 (default ${COOKIECUTTER_ENV})",
     )
+    parser.add_argument(
+        "--wheel",
+        action="store_true",
+        help="time a wheel built from this checkout (as a user installs it), not the checkout",
+    )
     args = parser.parse_args(argv)
+    if args.wheel:
+        return run_on_wheel([arg for arg in (argv or sys.argv[1:]) if arg != "--wheel"])
+    compileall.compile_dir(Path(workergen_package.__file__).parent, quiet=1)  # as pip does
     cookiecutter, about = cookiecutter_django(args.cookiecutter_django)
     source = locate_template()
     print(f"workergen: {Path(workergen_package.__file__).parent}")
@@ -306,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        compileall.compile_dir(project, quiet=1)  # as its first run writes them
         contenders = make_contenders(project)
         medians = timed(contenders, args.runs)
         met &= report("make:job", medians, [Goal(each.name, MAKE_JOB_GOAL) for each in contenders])
