@@ -10,15 +10,19 @@ What happens at a limit is Celery's own: at the soft limit the job's process is
 signalled and SoftTimeLimitExceeded is raised in the job; at the hard limit the
 job fails with TimeLimitExceeded (dead-lettered, see core/deadlettering.py) and
 its process is killed.
+
+The pool also leaves out two event-loop calls that Celery's makes and that fail
+every time: see `QuietResultHandler` and `only_with_work`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Mapping, Set
 from time import monotonic
 from typing import Any
 
 from celery.concurrency import prefork
-from celery.concurrency.asynpool import AsynPool
+from celery.concurrency.asynpool import AsynPool, ResultHandler
 
 # The limits still ahead of a job, in seconds: (soft, hard) from its start, or
 # (None, the rest of the hard limit) once the soft one has passed.
@@ -115,10 +119,65 @@ class Deadlines:
             self._arm()
 
 
+def only_with_work(
+    on_poll_start: Callable[[], None],
+    outbound: Collection[Any],
+    inqueues: Set[int],
+    writers: Mapping[int, Any],
+) -> Callable[[], None]:
+    """Celery's `on_poll_start`, run only when it has something to do.
+
+    It runs on every turn of the event loop. With no job waiting to be sent
+    (`outbound`), it takes every idle process's pipe (`inqueues`) out of the
+    loop's `writers`, whether it is there or not: a failed system call and a
+    caught exception per process and turn. Here it runs when a job waits or a
+    pipe is still among the writers.
+    """
+
+    def on_poll_start_with_work() -> None:
+        if outbound or not writers.keys().isdisjoint(inqueues):
+            on_poll_start()
+
+    return on_poll_start_with_work
+
+
+class QuietResultHandler(ResultHandler):
+    """Celery's reader of the pool processes' results, without a failed re-registration each.
+
+    After every result message Celery registers the process's result pipe with the
+    event loop again, so the pipe is read by its usual callback once more. Most
+    messages are read in one go, the pipe never left that callback, and the
+    registration fails (the pipe is registered already): a system call and a
+    caught exception, twice per job. It is made here only when the pipe has
+    another callback (a message read in parts) or none.
+    """
+
+    def register_with_event_loop(self, hub: Any) -> None:
+        super().register_with_event_loop(hub)
+        readers = hub.readers
+        add_reader = hub.add_reader
+
+        def read_again_with(fd: int, callback: Any, *args: Any) -> None:
+            if readers.get(fd) != (callback, args):
+                add_reader(fd, callback, *args)
+
+        self._read_again_with = read_again_with
+
+    def _recv_message(self, add_reader: Any, fd: int, callback: Any, *args: Any, **kwargs: Any):
+        return super()._recv_message(self._read_again_with, fd, callback, *args, **kwargs)
+
+
 class DeadlinePool(AsynPool):
     """Celery's event-loop pool, its time limits kept by `Deadlines`."""
 
+    ResultHandler = QuietResultHandler
     _deadlines: Deadlines | None = None
+
+    def _create_write_handlers(self, hub: Any, *args: Any, **kwargs: Any) -> None:
+        super()._create_write_handlers(hub, *args, **kwargs)
+        self.on_poll_start = only_with_work(
+            self.on_poll_start, self.outbound_buffer, self._all_inqueues, hub.writers
+        )
 
     def _create_timelimit_handlers(self, hub: Any) -> None:
         # Registered again after a broker reconnect: the same deadlines carry on,
