@@ -1,0 +1,100 @@
+"""The transport the worker and producers run on RabbitMQ: kombu's, reading in chunks.
+
+py-amqp reads a frame in three pieces (its header, its payload, its end byte),
+each with its own `recv`, and kombu's event loop drains a connection one frame
+at a time, switching the socket to non-blocking and back around each: a task
+message (three frames) costs nine `recv` and six `ioctl` system calls. Here
+the socket is read a chunk at a time into py-amqp's own read buffer, and a
+frame already in that buffer is taken without touching the socket. The frames,
+their order and every error are py-amqp's; TLS connections keep py-amqp's
+transport unchanged (core/config.py picks this one for `amqp://` only).
+"""
+
+from __future__ import annotations
+
+import errno
+from contextlib import AbstractContextManager, nullcontext
+from struct import unpack_from
+from typing import Any
+
+from amqp.transport import TCPTransport
+from kombu.transport import pyamqp
+
+# How much one `recv` may take beyond the piece asked for. A task message is
+# a few hundred bytes; each frame taken from the buffer copies what is left
+# behind it, so the chunk stays small.
+READ_CHUNK = 4096
+# type (1 byte), channel (2), payload size (4), then the payload and an end byte.
+FRAME_HEADER = 7
+
+
+class ChunkedTCPTransport(TCPTransport):
+    """py-amqp's TCP transport, reading what the socket holds, up to READ_CHUNK at a time."""
+
+    def _read(self, n: int, initial: bool = False, _errnos=(errno.EAGAIN, errno.EINTR)) -> bytes:
+        rbuf = self._read_buffer
+        if len(rbuf) < n:
+            # As py-amqp's own _read, except that each recv asks for a chunk:
+            # the socket returns what it has, never waiting for the whole chunk.
+            recv = self._quick_recv
+            try:
+                while len(rbuf) < n:
+                    try:
+                        s = recv(max(n - len(rbuf), READ_CHUNK))
+                    except OSError as exc:
+                        if exc.errno in _errnos:
+                            if initial and self.raise_on_initial_eintr:
+                                raise TimeoutError() from None
+                            continue
+                        raise
+                    if not s:
+                        raise OSError("Server unexpectedly closed connection")
+                    rbuf += s
+            except BaseException:  # as py-amqp: keep what was read, whatever stopped it
+                self._read_buffer = rbuf
+                raise
+        result, self._read_buffer = rbuf[:n], rbuf[n:]
+        return result
+
+    def having_timeout(self, timeout: float | None) -> AbstractContextManager[Any]:
+        # A whole frame in the buffer is read without the socket: no timeout to set.
+        if timeout is not None and self._frame_buffered():
+            return nullcontext(self.sock)
+        return super().having_timeout(timeout)
+
+    def _frame_buffered(self) -> bool:
+        rbuf = self._read_buffer
+        if len(rbuf) < FRAME_HEADER + 1:
+            return False
+        (size,) = unpack_from(">I", rbuf, 3)
+        return len(rbuf) >= FRAME_HEADER + size + 1
+
+
+class Connection(pyamqp.Connection):
+    """kombu's py-amqp connection on `ChunkedTCPTransport` (TLS: py-amqp's own)."""
+
+    def Transport(  # noqa: N802 - py-amqp's name
+        self,
+        host: str,
+        connect_timeout: float | None,
+        ssl: Any = False,
+        read_timeout: float | None = None,
+        write_timeout: float | None = None,
+        socket_settings: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        options = {
+            "read_timeout": read_timeout,
+            "write_timeout": write_timeout,
+            "socket_settings": socket_settings,
+            **kwargs,
+        }
+        if ssl:
+            return super().Transport(host, connect_timeout, ssl, **options)
+        return ChunkedTCPTransport(host, connect_timeout=connect_timeout, ssl=ssl, **options)
+
+
+class Transport(pyamqp.Transport):
+    """kombu's py-amqp transport with `Connection`."""
+
+    Connection = Connection
