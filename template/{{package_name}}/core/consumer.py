@@ -110,9 +110,12 @@ class DeadLetterConsumer(Consumer):
                 return self._give_up(message, reason=reason, exception=text)
             if message.headers["task"] not in self.strategies:
                 return self.on_unknown_task(None, message, KeyError(message.headers["task"]))
+            if counter is not None and not redelivered(message):
+                message.deliveries = 1  # a first delivery: nothing to count
+                return handle(message)
             task_id, retries = message_task(message)
             if counter is not None and task_id:
-                deliveries = counter.count(task_id, retries, redelivered=redelivered(message))
+                deliveries = counter.count(task_id, retries, redelivered=True)
                 message.deliveries = deliveries
                 if deliveries is not None and deliveries > limit:
                     return self._give_up(

@@ -34,6 +34,9 @@ JSON_CONTENT = "application/json"
 MAX_HEADERS_SIZE = 32 * 1024
 MAX_ID_LENGTH = 255
 MAX_NAME_LENGTH = 255
+# Checked on every message: a tuple of types is checked faster than `list | tuple`.
+SEQUENCE = (list, tuple)
+NUMBER = (int, float)
 
 
 def _text(value: Any) -> bool:
@@ -66,19 +69,19 @@ def _time(value: Any) -> bool:
     return True
 
 
-def _limits(value: Any) -> bool:
-    """[hard, soft] (Celery's order): each a non-negative number or null."""
-    if not isinstance(value, list | tuple) or len(value) != 2:
-        return False
-    return all(
-        limit is None
-        or (isinstance(limit, int | float) and not isinstance(limit, bool) and limit >= 0)
-        for limit in value
+def _limit(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, NUMBER) and not isinstance(value, bool) and value >= 0
     )
 
 
+def _limits(value: Any) -> bool:
+    """[hard, soft] (Celery's order): each a non-negative number or null."""
+    return isinstance(value, SEQUENCE) and len(value) == 2 and _limit(value[0]) and _limit(value[1])
+
+
 def _texts(value: Any) -> bool:
-    return isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+    return isinstance(value, SEQUENCE) and all(isinstance(item, str) for item in value)
 
 
 def _mapping(value: Any) -> bool:
@@ -135,7 +138,7 @@ def preview(value: Any, limit: int = 80) -> str:
 
 def header_problem(headers: Any) -> str | None:
     """What is wrong with a task message's headers, or None."""
-    if not isinstance(headers, Mapping):
+    if type(headers) is not dict and not isinstance(headers, Mapping):
         return f"headers are not an object ({type(headers).__name__})"
     for name in REQUIRED_HEADERS:
         if headers.get(name) is None:
@@ -153,24 +156,53 @@ def _json_size(value: Any, limit: int) -> int:
     """The length of `json.dumps(value, default=str)` when above `limit`, else at most `limit`.
 
     A message's headers are checked on every delivery, and encoding them only to
-    learn that they are small costs more than the other checks together. Their
-    repr is cheaper and bounds the JSON: each character of a repr stands for at
-    most 12 of JSON (an astral character as two `\\uXXXX` escapes), and `None`,
-    `True`, numbers and separators take as long in both. The JSON is measured
-    only above that bound (or for another type than a dict, whose repr may be
-    shorter than its text); an int too long to print fails both alike.
+    learn that they are small costs more than the other checks together. A cheap
+    bound (`_json_twelfths`) rules out most; the JSON is measured only above it
+    (or for another type than a dict); an int too long to print fails both alike.
     """
-    if type(value) is dict and 12 * len(repr(value)) <= limit:
+    if type(value) is dict and 12 * _json_twelfths(value) <= limit:
         return 0
     return len(json.dumps(value, default=str))
 
 
+# The JSON of None, a bool, or an int or float within SMALL_INT either way
+# (`-999999999999999999`, `-1.2345678901234567e-308`) takes at most 24 characters:
+# two twelfths. Anything else counts its repr.
+SCALAR_TWELFTHS = 2
+SCALARS = (bool, int, float)
+SMALL_INT = 10**18
+
+
+def _json_twelfths(headers: dict[Any, Any]) -> int:
+    """A number whose 12-fold is at least the length of the headers' JSON, without encoding them.
+
+    A character of a string takes at most 12 characters of JSON (an astral one as
+    two `\\uXXXX` escapes), so a string counts its length and its quotes. Other
+    values count their repr, of which a character stands for at most 12 of JSON
+    too (`None`, `True`, numbers and separators take as long in both); scalars
+    count SCALAR_TWELFTHS without being printed.
+    """
+    size = 1  # the braces
+    for key, item in headers.items():
+        if type(key) is not str:
+            return len(repr(headers))
+        kind = type(item)
+        if kind is str:
+            size += len(item) + 2
+        elif item is None or kind in SCALARS and -SMALL_INT < item < SMALL_INT:
+            size += SCALAR_TWELFTHS
+        else:
+            size += len(repr(item))
+        size += len(key) + 2 + 1  # the key and its quotes, then ": " and ", " (4 characters)
+    return size
+
+
 def body_problem(payload: Any) -> str | None:
     """What is wrong with a decoded protocol 2 body `[args, kwargs, embed]`, or None."""
-    if not isinstance(payload, list | tuple) or len(payload) != 3:
+    if not isinstance(payload, SEQUENCE) or len(payload) != 3:
         return f"body must be [args, kwargs, embed], not {preview(payload)}"
     args, kwargs, embed = payload
-    if not isinstance(args, list | tuple):
+    if not isinstance(args, SEQUENCE):
         return f"args must be a list, not {preview(args)}"
     if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
         return f"kwargs must be an object, not {preview(kwargs)}"
@@ -181,7 +213,7 @@ def body_problem(payload: Any) -> str | None:
     for name in ("callbacks", "errbacks", "chain"):
         value = embed.get(name)
         if value is not None and not (
-            isinstance(value, list | tuple) and all(isinstance(item, Mapping) for item in value)
+            isinstance(value, SEQUENCE) and all(isinstance(item, Mapping) for item in value)
         ):
             return f"embed {name!r} must be a list of signatures, not {preview(value)}"
     chord = embed.get("chord")
@@ -298,7 +330,7 @@ def arrived_on(payload: dict[str, Any], queue: str) -> dict[str, Any]:
 
 def limited(given: Any, ceiling: float | None) -> float | None:
     """A time limit a message asked for, never above the project's own."""
-    if given is None or isinstance(given, bool) or not isinstance(given, int | float):
+    if given is None or isinstance(given, bool) or not isinstance(given, NUMBER):
         return ceiling
     if ceiling is None:
         return given
