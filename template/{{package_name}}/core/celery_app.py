@@ -42,6 +42,15 @@ class ProjectApp(Celery):
             self._settings = get_settings()
         return self._settings
 
+    def prepare_config(self, c: Any) -> Any:
+        """Celery's hook for the configuration it loads: a plain dict of it.
+
+        Celery looks its settings up in a chain of mappings, a dozen of them on
+        every dispatch; a dict answers a key it lacks without running any Python.
+        Still read when Celery first needs its configuration, never earlier.
+        """
+        return super().prepare_config(dict(c))
+
     def __reduce_keys__(self) -> dict[str, Any]:
         return {**super().__reduce_keys__(), "settings": self._settings}
 

@@ -94,9 +94,14 @@ class Job(Task):
         with broker_guard(self.app.settings):
             return self.apply_async(args=tuple(args), kwargs=kwargs or {}, **options)
 
+    @functools.cached_property
+    def run_signature(self) -> inspect.Signature:
+        """The signature of the job's code, read once: every dispatch checks against it."""
+        return inspect.signature(self.run)
+
     def check_arguments(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> None:
         """Refuse arguments the job's signature cannot take, before anything is sent."""
-        signature = inspect.signature(self.run)
+        signature = self.run_signature
         try:
             signature.bind(*args, **kwargs)
         except TypeError as exc:
