@@ -30,6 +30,8 @@ COUNTER_TTL = 7 * 24 * 3600
 # worker applies in the background as it starts (core/policies.py).
 broker_rules_ready = threading.Event()
 broker_rules_ready.set()
+# Set when something waits for those rules: their check must not wait any longer.
+broker_rules_wanted = threading.Event()
 
 
 class DeliveryCounter:
@@ -132,9 +134,12 @@ def await_broker_rules() -> None:
 
     Without its lane's policy, RabbitMQ drops a message rejected without requeue,
     and a quorum lane bounds its redeliveries by another limit. The wait ends
-    once the policies are set or known to be missing (the worker logs which).
+    once the policies are set or known to be missing (the worker logs which); a
+    check still put off for a quiet moment starts at once.
     """
-    broker_rules_ready.wait()
+    if not broker_rules_ready.is_set():
+        broker_rules_wanted.set()
+        broker_rules_ready.wait()
 
 
 def give_back_requeues(settings: Settings) -> bool:

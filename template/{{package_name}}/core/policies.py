@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from . import project
-from .deliveries import broker_rules_ready
+from .deliveries import broker_rules_ready, broker_rules_wanted
 from .errors import ProjectError
 from .queues import dead_letter_queue, qualified_queue
 from .settings import LOOPBACK_HOSTS, Settings, mask_password
@@ -283,26 +284,42 @@ def apply_at_start(settings: Settings) -> str:
 # How long the background check waits for the worker to be consuming before it
 # runs anyway (a worker that cannot reach its broker yet rejects nothing).
 READY_WAIT = 10.0
+# Then it waits for a quiet moment: no job reserved or running for QUIET_FOR
+# seconds, looked at every QUIET_POLL, for QUIET_WAIT seconds at most.
+QUIET_FOR = 0.5
+QUIET_POLL = 0.1
+QUIET_WAIT = 60.0
 # How long a worker that stops waits for a check under way to finish.
 STOP_WAIT = 30.0
 
 
-def apply_in_background(settings: Settings) -> threading.Thread:
-    """Worker start-up: apply the policies once the worker consumes, off its start-up path.
+def worker_is_quiet() -> bool:
+    """Whether this worker holds no job, reserved or running."""
+    from celery.worker import state
 
-    Checking them costs an Erlang node (`rabbitmqctl`: about a second of CPU) or
-    HTTP calls, which the first job need not wait for: the worker dead-letters
-    failed, refused and unknown jobs itself. The check starts when the worker is
-    ready, at a lower CPU priority on Linux, so it never slows the start. What
-    relies on the broker's dead-lettering (a message rejected without requeue, a
-    return a quorum lane counts) waits for it (`deliveries.await_broker_rules`).
-    The outcome is logged once known: a warning when the policies could not be set.
-    A worker that stops lets a check under way finish, so even a short-lived
-    worker leaves its lanes' policies set.
+    return not state.reserved_requests
+
+
+def apply_in_background(settings: Settings) -> threading.Thread:
+    """Worker start-up: apply the policies once the worker is quiet, off its start-up path.
+
+    Checking them costs an Erlang node (`rabbitmqctl`: about half a second of
+    CPU) or HTTP calls, which neither the start nor the first jobs need wait for:
+    the worker dead-letters failed, refused and unknown jobs itself. The check
+    starts once the worker consumes and has held no job for a moment (at most
+    QUIET_WAIT seconds after it is ready), at a lower CPU priority on Linux, so
+    a worker that starts on a backlog spends its CPUs on jobs. What relies on
+    the broker's dead-lettering (a message rejected without requeue, a return
+    a quorum lane counts) starts the check at once and waits for it
+    (`deliveries.await_broker_rules`). The outcome is logged once known: a
+    warning when the policies could not be set. A worker that stops starts a
+    check not yet run and lets it finish, so even a short-lived worker leaves
+    its lanes' policies set.
     """
     from celery import signals
 
     broker_rules_ready.clear()
+    broker_rules_wanted.clear()
     consuming = threading.Event()
     thread = threading.Thread(
         target=_apply_and_report, args=(settings, consuming), name="lane-policies", daemon=True
@@ -310,6 +327,7 @@ def apply_in_background(settings: Settings) -> threading.Thread:
 
     def finish(**_: Any) -> None:
         if consuming.is_set():
+            broker_rules_wanted.set()
             thread.join(STOP_WAIT)
 
     signals.worker_ready.connect(lambda **_: consuming.set(), weak=False)
@@ -318,9 +336,28 @@ def apply_in_background(settings: Settings) -> threading.Thread:
     return thread
 
 
+def wait_for_quiet() -> None:
+    """Return once the worker has been quiet for QUIET_FOR seconds, after QUIET_WAIT
+    seconds, or as soon as something waits for the broker's rules."""
+    deadline = time.monotonic() + QUIET_WAIT
+    quiet_since: float | None = None
+    while not broker_rules_wanted.is_set():
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        if not worker_is_quiet():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= QUIET_FOR:
+            return
+        broker_rules_wanted.wait(QUIET_POLL)
+
+
 def _apply_and_report(settings: Settings, consuming: threading.Event) -> None:
     try:
         consuming.wait(READY_WAIT)
+        wait_for_quiet()
         if sys.platform == "linux":  # niceness is per thread there, and what it starts inherits it
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
