@@ -301,9 +301,17 @@ def median(values: list[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
+def cpu_per_task(measured: list[Measurement]) -> float | None:
+    """The median over drains of main + pool CPU per task, in ms."""
+    return median(
+        [m.main_ms + m.pool_ms for m in measured if m.main_ms is not None and m.pool_ms is not None]
+    )
+
+
 def report(broker: str, runs: dict[str, list[Measurement]]) -> None:
     """Median tasks/s, ratio to stock Celery, spread, and CPU per task."""
     base = median([m.rate for m in runs["stock Celery"]]) or 1.0
+    stock_cpu = cpu_per_task(runs["stock Celery"])
     for label, measured in runs.items():
         rates = [m.rate for m in measured]
         rate = median(rates) or 0.0
@@ -311,10 +319,13 @@ def report(broker: str, runs: dict[str, list[Measurement]]) -> None:
         pool_ms = median([m.pool_ms for m in measured])
         helpers_s = median([m.helpers_s for m in measured])
         cpu = (
-            f"  cpu/task main {main_ms:.2f} ms, pool {pool_ms:.2f} ms"
+            f"  cpu/task main {main_ms:.3f} ms, pool {pool_ms:.3f} ms"
             if main_ms is not None and pool_ms is not None
             else ""
         )
+        both = cpu_per_task(measured)
+        if cpu and stock_cpu and both:
+            cpu += f" ({both / stock_cpu:.2f}x stock's main + pool)"
         if helpers_s:
             cpu += f"  (+{helpers_s:.2f} s CPU in helper processes)"
         print(
