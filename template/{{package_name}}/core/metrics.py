@@ -37,6 +37,8 @@ SENT_AT_HEADER = "sent_at"
 
 _metrics: dict[str, Any] = {}
 _started: dict[str, float] = {}
+# Each job metric with its labels, by (metric, job name, routing key).
+_labelled: dict[tuple[str, str | None, str | None], Any] = {}
 # The namespace of the worker's app, set when metrics are installed.
 _worker: dict[str, str] = {"namespace": ""}
 
@@ -110,6 +112,22 @@ def _labels(task: Any) -> dict[str, str]:
     return {"name": getattr(task, "name", "") or "", "lane": lane, "queue_name": routing_key}
 
 
+def _job_metric(metric: str, task: Any) -> Any:
+    """Metric `metric` with the labels of the job `task` is running.
+
+    The job's name and routing key give its labels, which prometheus_client
+    would check again at every `labels()`: each labelled metric is kept, as
+    prometheus_client keeps it too.
+    """
+    request = getattr(task, "request", None)
+    routing_key = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+    key = (metric, getattr(task, "name", None), routing_key)
+    labelled = _labelled.get(key)
+    if labelled is None:
+        labelled = _labelled[key] = _define()[metric].labels(**_labels(task))
+    return labelled
+
+
 def _on_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
     now = time.time()
     if task_id:
@@ -125,17 +143,17 @@ def _on_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
 
         with suppress(ValueError):
             ready_at = max(sent_at, datetime.fromisoformat(str(eta)).timestamp())
-    _define()["wait"].labels(**_labels(task)).observe(max(0.0, now - ready_at))
+    _job_metric("wait", task).observe(max(0.0, now - ready_at))
 
 
 def _on_postrun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
     started = _started.pop(task_id, None) if task_id else None
     if started is not None:
-        _define()["runtime"].labels(**_labels(task)).observe(time.monotonic() - started)
+        _job_metric("runtime", task).observe(time.monotonic() - started)
 
 
 def _on_success(sender: Any = None, **_: Any) -> None:
-    _define()["succeeded"].labels(**_labels(sender)).inc()
+    _job_metric("succeeded", sender).inc()
 
 
 def _on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
