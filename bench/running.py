@@ -182,11 +182,24 @@ def loopback_broker(name: str) -> str | None:
     return url
 
 
+def delete_exchanges(url: str, exchanges: list[str]) -> None:
+    """RabbitMQ: delete these exchanges (deleting one that is not there is no error)."""
+    from kombu import Connection
+
+    try:
+        with Connection(url) as conn:
+            for exchange in exchanges:
+                conn.default_channel.exchange_delete(exchange)
+    except Exception as exc:
+        print(f"  (could not delete exchanges {exchanges}: {exc})", file=sys.stderr)
+
+
 def forget_namespace(
     url: str, namespace: str, queues: list[str], lanes: tuple[str, ...] = ()
 ) -> None:
     """Delete what a run left on a broker: Redis keys naming `namespace` or `queues`;
-    on RabbitMQ the queues, and a generated project's lanes, dead letters and policies."""
+    on RabbitMQ the queues and their exchanges, and a generated project's lanes, dead
+    letters, control and event exchanges and policies."""
     if url.startswith("redis"):
         import redis
 
@@ -203,6 +216,10 @@ def forget_namespace(
         queues = [*queues, f"{namespace}.{lane}", f"{namespace}.{lane}.dlq"]
     for queue in queues:
         delete_queue(url, queue)
+    # Each queue's exchange of the same name, and a generated worker's control and
+    # event exchanges (stock Celery's are its default names, shared with every app).
+    control = [f"{namespace}.celery.pidbox", f"reply.{namespace}.celery.pidbox"]
+    delete_exchanges(url, [*queues, *(control if lanes else []), f"{namespace}.celeryev"])
     ctl = shutil.which("rabbitmqctl")
     if lanes and ctl:  # the lanes' dead-letter policies, which the worker set
         for lane in lanes:

@@ -191,6 +191,8 @@ def run(
         delete(url, contender.queue)
         if contender.namespace and url.startswith(("redis", "amqp")):
             forget_namespace(url, contender.namespace, [], project_lanes(contender.cwd, PACKAGE))
+        elif url.startswith("amqp"):  # stock Celery's queue, and its exchange
+            forget_namespace(url, contender.queue, [contender.queue])
 
 
 def contenders(
