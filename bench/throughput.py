@@ -39,6 +39,7 @@ from pathlib import Path
 
 from running import (
     BROKERS,
+    delete_exchanges,
     delete_queue,
     forget_namespace,
     loopback_broker,
@@ -191,8 +192,8 @@ def run(
         delete(url, contender.queue)
         if contender.namespace and url.startswith(("redis", "amqp")):
             forget_namespace(url, contender.namespace, [], project_lanes(contender.cwd, PACKAGE))
-        elif url.startswith("amqp"):  # stock Celery's queue, and its exchange
-            forget_namespace(url, contender.queue, [contender.queue])
+        elif url.startswith("amqp"):  # stock Celery's queue has an exchange of its name
+            delete_exchanges(url, [contender.queue])
 
 
 def contenders(

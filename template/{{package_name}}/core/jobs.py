@@ -100,12 +100,12 @@ class Job(Task):
         **options: Any,
     ) -> AsyncResult:
         """Queue with Celery options (countdown, eta, argsrepr, ...) and optionally another lane."""
-        self.check_arguments(args, kwargs or {})
+        args, kwargs = tuple(args), kwargs or {}
+        self.check_arguments(args, kwargs)
         if idempotency_key is not None:
             options["headers"] = {**options.get("headers", {}), "idempotency_key": idempotency_key}
         if lane is not None:
             options["queue"] = qualified_queue(check_lane(lane), self.app.settings.queue_namespace)
-        args, kwargs = tuple(args), kwargs or {}
         # Given, they are kept: a job with secrets in its arguments may hide them.
         options.setdefault("argsrepr", shown(args))
         options.setdefault("kwargsrepr", shown(kwargs))

@@ -105,9 +105,13 @@ def _define() -> dict[str, Any]:
     return _metrics
 
 
-def _labels(task: Any) -> dict[str, str]:
+def _routing_key(task: Any) -> str | None:
     request = getattr(task, "request", None)
-    routing_key = ((getattr(request, "delivery_info", None) or {}).get("routing_key")) or ""
+    return (getattr(request, "delivery_info", None) or {}).get("routing_key")
+
+
+def _labels(task: Any) -> dict[str, str]:
+    routing_key = _routing_key(task) or ""
     lane = lane_of_queue(routing_key, _worker["namespace"]) or getattr(task, "lane", "") or ""
     return {"name": getattr(task, "name", "") or "", "lane": lane, "queue_name": routing_key}
 
@@ -119,9 +123,7 @@ def _job_metric(metric: str, task: Any) -> Any:
     would check again at every `labels()`: each labelled metric is kept, as
     prometheus_client keeps it too.
     """
-    request = getattr(task, "request", None)
-    routing_key = (getattr(request, "delivery_info", None) or {}).get("routing_key")
-    key = (metric, getattr(task, "name", None), routing_key)
+    key = (metric, getattr(task, "name", None), _routing_key(task))
     labelled = _labelled.get(key)
     if labelled is None:
         labelled = _labelled[key] = _define()[metric].labels(**_labels(task))
