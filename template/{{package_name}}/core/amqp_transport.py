@@ -5,16 +5,17 @@ each with its own `recv`, and kombu's event loop drains a connection one frame
 at a time, switching the socket to non-blocking and back around each: a task
 message (three frames) costs nine `recv` and six `ioctl` system calls. Here
 the socket is read a chunk at a time into py-amqp's own read buffer, and a
-frame already in that buffer is taken without touching the socket. The frames,
-their order and every error are py-amqp's; TLS connections keep py-amqp's
-transport unchanged (core/config.py picks this one for `amqp://` only).
+frame already whole in that buffer is taken in one piece, without touching the
+socket or its time-out. The frames, their order and every error are py-amqp's;
+TLS connections keep py-amqp's transport unchanged (core/config.py picks this
+one for `amqp://` only).
 """
 
 from __future__ import annotations
 
 import errno
 from contextlib import AbstractContextManager, nullcontext
-from struct import unpack_from
+from struct import unpack, unpack_from
 from typing import Any
 
 from amqp.transport import TCPTransport
@@ -26,6 +27,9 @@ from kombu.transport import pyamqp
 READ_CHUNK = 4096
 # type (1 byte), channel (2), payload size (4), then the payload and an end byte.
 FRAME_HEADER = 7
+FRAME_END = 0xCE
+
+Frame = tuple[int, int, bytes]
 
 
 class ChunkedTCPTransport(TCPTransport):
@@ -56,6 +60,25 @@ class ChunkedTCPTransport(TCPTransport):
         result, self._read_buffer = rbuf[:n], rbuf[n:]
         return result
 
+    def buffered_frame(self) -> Frame | None:
+        """The next frame when it is whole in the read buffer (taken out of it), else None.
+
+        A frame whose end byte is wrong is left for py-amqp's `read_frame`, which
+        raises UnexpectedFrame.
+        """
+        rbuf = self._read_buffer
+        if len(rbuf) <= FRAME_HEADER:
+            return None
+        kind, channel, size = unpack_from(">BHI", rbuf)
+        end = FRAME_HEADER + size
+        if len(rbuf) <= end or rbuf[end] != FRAME_END:
+            return None
+        self._read_buffer = rbuf[end + 1 :]
+        return kind, channel, rbuf[FRAME_HEADER:end]
+
+    def read_frame(self, unpack: Any = unpack) -> Frame:
+        return self.buffered_frame() or super().read_frame(unpack)
+
     def having_timeout(self, timeout: float | None) -> AbstractContextManager[Any]:
         # A whole frame in the buffer is read without the socket: no timeout to set.
         if timeout is not None and self._frame_buffered():
@@ -64,14 +87,22 @@ class ChunkedTCPTransport(TCPTransport):
 
     def _frame_buffered(self) -> bool:
         rbuf = self._read_buffer
-        if len(rbuf) < FRAME_HEADER + 1:
+        if len(rbuf) <= FRAME_HEADER:
             return False
         (size,) = unpack_from(">I", rbuf, 3)
-        return len(rbuf) >= FRAME_HEADER + size + 1
+        return len(rbuf) > FRAME_HEADER + size
 
 
 class Connection(pyamqp.Connection):
     """kombu's py-amqp connection on `ChunkedTCPTransport` (TLS: py-amqp's own)."""
+
+    def blocking_read(self, timeout: float | None = None) -> Any:
+        # py-amqp's, which sets the socket's time-out around every frame read;
+        # a frame already whole in the buffer needs neither.
+        transport = self.transport
+        if type(transport) is ChunkedTCPTransport and (frame := transport.buffered_frame()):
+            return self.on_inbound_frame(frame)
+        return super().blocking_read(timeout)
 
     def Transport(  # noqa: N802 - py-amqp's name
         self,

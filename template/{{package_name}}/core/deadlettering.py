@@ -172,13 +172,23 @@ class DeadLetterRequest(Request):
     _settling = False
     _settle_lock = threading.Lock()  # one for all requests: rejections are rare
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # The `timelimit` header may lower the job's limits, never raise them:
-        # limits come from the project (TASK_TIME_LIMIT, the job's own).
-        hard, soft = self.time_limits
+    # What the message's `timelimit` header asked for (Celery sets `time_limits`).
+    _asked_limits: Any = (None, None)
+
+    @property
+    def time_limits(self) -> tuple[float | None, float | None]:
+        """(hard, soft): the `timelimit` header may lower the job's limits, never raise them.
+
+        Limits come from the project (TASK_TIME_LIMIT, the job's own). Read once,
+        as the job goes to the pool.
+        """
+        hard, soft = self._asked_limits
         ceiling_hard, ceiling_soft = job_time_limits(self._task)
-        self.time_limits = (limited(hard, ceiling_hard), limited(soft, ceiling_soft))
+        return limited(hard, ceiling_hard), limited(soft, ceiling_soft)
+
+    @time_limits.setter
+    def time_limits(self, asked: Any) -> None:
+        self._asked_limits = asked
 
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if not soft:

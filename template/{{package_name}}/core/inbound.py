@@ -85,7 +85,7 @@ def _texts(value: Any) -> bool:
 
 
 def _mapping(value: Any) -> bool:
-    return isinstance(value, Mapping)
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 # Every header the worker reads, and what it must be when present (null is
@@ -136,8 +136,78 @@ def preview(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+# The size bound of `_sound`, in twelfths of a character of JSON. A character of
+# a string takes at most 12 characters of JSON (an astral one as two `\uXXXX`
+# escapes), so a string counts its length and its quotes. Other values count
+# their repr, of which a character stands for at most 12 of JSON too (`None`,
+# `True`, numbers and separators take as long in both), except the scalars:
+# the JSON of None, a bool, or an int or float within SMALL_INT either way
+# (`-999999999999999999`, `-1.2345678901234567e-308`) takes at most 24
+# characters, two twelfths, and they count that without being printed.
+SCALAR_TWELFTHS = 2
+SCALARS = (bool, int, float)
+SMALL_INT = 10**18
+# A header's name counts as a string (its length and its quotes), and a twelfth
+# for the ": " and ", " around its value (4 characters).
+NAME_TWELFTHS = 2 + 1
+
+# Headers whose check a string passes by its length alone (see `_sound`).
+_TEXTS = frozenset(name for name, (check, _) in HEADER_CHECKS.items() if check is _text)
+_IDENTIFIERS = frozenset(name for name, (check, _) in HEADER_CHECKS.items() if check is _identifier)
+_CHECKS = {name: check for name, (check, _) in HEADER_CHECKS.items()}
+
+
 def header_problem(headers: Any) -> str | None:
     """What is wrong with a task message's headers, or None."""
+    if type(headers) is dict and _sound(headers):
+        return None
+    return _header_fault(headers)
+
+
+def _sound(headers: dict[Any, Any]) -> bool:
+    """Whether headers pass every check of `_header_fault`, told in one pass over them.
+
+    Every message is checked and most are sound: this says so quickly. It walks
+    the headers once, applying their checks (a string header is judged by its
+    length, without a call) and adding up a bound of their JSON's size without
+    encoding them. It answers False whenever it cannot tell, for
+    `_header_fault` to say what is wrong: a check that fails, or headers whose
+    bound is above MAX_HEADERS_SIZE, which that then measures as JSON.
+    """
+    if headers.get("task") is None or headers.get("id") is None:
+        return False
+    size = 1  # the braces
+    for name, value in headers.items():
+        if type(name) is not str:
+            return False
+        if value is None:
+            size += len(name) + NAME_TWELFTHS + SCALAR_TWELFTHS
+            continue
+        kind = type(value)
+        if kind is str:
+            size += len(name) + NAME_TWELFTHS + len(value) + 2
+            if name in _TEXTS:
+                continue
+            if name in _IDENTIFIERS:
+                if 0 < len(value) <= MAX_ID_LENGTH:
+                    continue
+                return False
+        elif kind in SCALARS and -SMALL_INT < value < SMALL_INT:
+            size += len(name) + NAME_TWELFTHS + SCALAR_TWELFTHS
+        else:
+            size += len(name) + NAME_TWELFTHS + len(repr(value))
+        check = _CHECKS.get(name)
+        if check is not None and not check(value):
+            return False
+    return 12 * size <= MAX_HEADERS_SIZE
+
+
+def _header_fault(headers: Any) -> str | None:
+    """What is wrong with headers, each check in turn: the first fault found, or None.
+
+    An int too long to print fails here as in `json.dumps` (ValueError): the
+    worker dead-letters such a message as malformed.
+    """
     if type(headers) is not dict and not isinstance(headers, Mapping):
         return f"headers are not an object ({type(headers).__name__})"
     for name in REQUIRED_HEADERS:
@@ -147,54 +217,9 @@ def header_problem(headers: Any) -> str | None:
         value = headers.get(name)
         if value is not None and not check(value):
             return f"header {name!r} must be {expected}, not {preview(value)}"
-    if (size := _json_size(headers, MAX_HEADERS_SIZE)) > MAX_HEADERS_SIZE:
+    if (size := len(json.dumps(headers, default=str))) > MAX_HEADERS_SIZE:
         return f"headers take {size} bytes, more than the {MAX_HEADERS_SIZE} a task message uses"
     return None
-
-
-def _json_size(value: Any, limit: int) -> int:
-    """The length of `json.dumps(value, default=str)` when above `limit`, else at most `limit`.
-
-    A message's headers are checked on every delivery, and encoding them only to
-    learn that they are small costs more than the other checks together. A cheap
-    bound (`_json_twelfths`) rules out most; the JSON is measured only above it
-    (or for another type than a dict); an int too long to print fails both alike.
-    """
-    if type(value) is dict and 12 * _json_twelfths(value) <= limit:
-        return 0
-    return len(json.dumps(value, default=str))
-
-
-# The JSON of None, a bool, or an int or float within SMALL_INT either way
-# (`-999999999999999999`, `-1.2345678901234567e-308`) takes at most 24 characters:
-# two twelfths. Anything else counts its repr.
-SCALAR_TWELFTHS = 2
-SCALARS = (bool, int, float)
-SMALL_INT = 10**18
-
-
-def _json_twelfths(headers: dict[Any, Any]) -> int:
-    """A number whose 12-fold is at least the length of the headers' JSON, without encoding them.
-
-    A character of a string takes at most 12 characters of JSON (an astral one as
-    two `\\uXXXX` escapes), so a string counts its length and its quotes. Other
-    values count their repr, of which a character stands for at most 12 of JSON
-    too (`None`, `True`, numbers and separators take as long in both); scalars
-    count SCALAR_TWELFTHS without being printed.
-    """
-    size = 1  # the braces
-    for key, item in headers.items():
-        if type(key) is not str:
-            return len(repr(headers))
-        kind = type(item)
-        if kind is str:
-            size += len(item) + 2
-        elif item is None or kind in SCALARS and -SMALL_INT < item < SMALL_INT:
-            size += SCALAR_TWELFTHS
-        else:
-            size += len(repr(item))
-        size += len(key) + 2 + 1  # the key and its quotes, then ": " and ", " (4 characters)
-    return size
 
 
 def body_problem(payload: Any) -> str | None:
@@ -204,20 +229,20 @@ def body_problem(payload: Any) -> str | None:
     args, kwargs, embed = payload
     if not isinstance(args, SEQUENCE):
         return f"args must be a list, not {preview(args)}"
-    if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+    if not _mapping(kwargs) or (kwargs and not all(type(key) is str for key in kwargs)):
         return f"kwargs must be an object, not {preview(kwargs)}"
     if embed is None:
         return None
-    if not isinstance(embed, Mapping):
+    if not _mapping(embed):
         return f"embed must be an object or null, not {preview(embed)}"
     for name in ("callbacks", "errbacks", "chain"):
         value = embed.get(name)
         if value is not None and not (
-            isinstance(value, SEQUENCE) and all(isinstance(item, Mapping) for item in value)
+            isinstance(value, SEQUENCE) and all(_mapping(item) for item in value)
         ):
             return f"embed {name!r} must be a list of signatures, not {preview(value)}"
     chord = embed.get("chord")
-    if chord is not None and not isinstance(chord, Mapping):
+    if chord is not None and not _mapping(chord):
         return f"embed 'chord' must be a signature, not {preview(chord)}"
     return None
 
