@@ -21,6 +21,8 @@ from typing import Any
 from amqp.transport import TCPTransport
 from kombu.transport import pyamqp
 
+from .amqp_frames import frame_handler
+
 # How much one `recv` may take beyond the piece asked for. A task message is
 # a few hundred bytes; each frame taken from the buffer copies what is left
 # behind it, so the chunk stays small.
@@ -94,7 +96,15 @@ class ChunkedTCPTransport(TCPTransport):
 
 
 class Connection(pyamqp.Connection):
-    """kombu's py-amqp connection on `ChunkedTCPTransport` (TLS: py-amqp's own)."""
+    """kombu's py-amqp connection on `ChunkedTCPTransport` (TLS: py-amqp's own).
+
+    Its frames become messages by core/amqp_frames.py's `frame_handler`, which
+    reads a message's properties in one pass.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("frame_handler", frame_handler)
+        super().__init__(*args, **kwargs)
 
     def blocking_read(self, timeout: float | None = None) -> Any:
         # py-amqp's, which sets the socket's time-out around every frame read;
