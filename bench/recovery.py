@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
-from running import render_project, stop
+from running import forget_namespace, render_project, stop
 
 URL = os.environ.get("WORKERGEN_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 # Each worker in a PID namespace of its own (needs root or user namespaces).
@@ -294,13 +294,6 @@ def one_round(
         client.delete(done_key)
 
 
-def cleanup(client: redis.Redis, prefixes: list[str]) -> None:
-    for prefix in prefixes:
-        keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
-        if keys:
-            client.delete(*keys)
-
-
 def figure(value: float | None, bound: float, missing: str = "not recovered") -> str:
     return f"{value:.2f} s" if value is not None else f"{missing} within {bound:g} s"
 
@@ -347,7 +340,8 @@ def main() -> None:
                         flush=True,
                     )
         finally:
-            cleanup(client, [c.prefix for c in entrants])
+            for contender in entrants:
+                forget_namespace(URL, contender.prefix, [])
     print("medians (seconds after the restart):")
     for label, results in rounds.items():
         recovered = [r.held_done for r in results if r.held_done is not None]

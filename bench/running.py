@@ -194,12 +194,19 @@ def delete_exchanges(url: str, exchanges: list[str]) -> None:
         print(f"  (could not delete exchanges {exchanges}: {exc})", file=sys.stderr)
 
 
+# The sorted set where kombu's Redis transport keeps its fanout bindings' expiry.
+FANOUT_DEADLINES = "_kombu.binding_deadlines"
+
+
 def forget_namespace(
     url: str, namespace: str, queues: list[str], lanes: tuple[str, ...] = ()
 ) -> None:
-    """Delete what a run left on a broker: Redis keys naming `namespace` or `queues`;
-    on RabbitMQ the queues and their exchanges, and a generated project's lanes, dead
-    letters, control and event exchanges and policies."""
+    """Delete what a run left on a broker.
+
+    On Redis, the keys and fanout bindings naming `namespace` or `queues`; on
+    RabbitMQ the queues and their exchanges, and a generated project's lanes, dead
+    letters, control and event exchanges and policies.
+    """
     if url.startswith("redis"):
         import redis
 
@@ -209,6 +216,9 @@ def forget_namespace(
                 keys = list(client.scan_iter(match=f"*{name}*", count=1000))
                 if keys:
                     client.delete(*keys)
+                # kombu keeps when each fanout binding (a worker's pidbox) expires in one set.
+                for member, _ in client.zscan_iter(FANOUT_DEADLINES, match=f"*{name}*"):
+                    client.zrem(FANOUT_DEADLINES, member)
         finally:
             client.close()
         return

@@ -194,6 +194,8 @@ def run(
             forget_namespace(url, contender.namespace, [], project_lanes(contender.cwd, PACKAGE))
         elif url.startswith("amqp"):  # stock Celery's queue has an exchange of its name
             delete_exchanges(url, [contender.queue])
+        elif url.startswith("redis"):  # and on Redis, that exchange's bindings
+            forget_namespace(url, contender.queue, [])
 
 
 def contenders(
