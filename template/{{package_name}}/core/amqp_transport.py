@@ -21,7 +21,7 @@ from typing import Any
 from amqp.transport import TCPTransport
 from kombu.transport import pyamqp
 
-from .amqp_frames import frame_handler
+from .amqp_frames import Frame, frame_handler
 
 # How much one `recv` may take beyond the piece asked for. A task message is
 # a few hundred bytes; each frame taken from the buffer copies what is left
@@ -30,8 +30,6 @@ READ_CHUNK = 4096
 # type (1 byte), channel (2), payload size (4), then the payload and an end byte.
 FRAME_HEADER = 7
 FRAME_END = 0xCE
-
-Frame = tuple[int, int, bytes]
 
 
 class ChunkedTCPTransport(TCPTransport):
@@ -68,13 +66,11 @@ class ChunkedTCPTransport(TCPTransport):
         A frame whose end byte is wrong is left for py-amqp's `read_frame`, which
         raises UnexpectedFrame.
         """
+        end = self._frame_end()
         rbuf = self._read_buffer
-        if len(rbuf) <= FRAME_HEADER:
+        if end is None or rbuf[end] != FRAME_END:
             return None
-        kind, channel, size = unpack_from(">BHI", rbuf)
-        end = FRAME_HEADER + size
-        if len(rbuf) <= end or rbuf[end] != FRAME_END:
-            return None
+        kind, channel = unpack_from(">BH", rbuf)
         self._read_buffer = rbuf[end + 1 :]
         return kind, channel, rbuf[FRAME_HEADER:end]
 
@@ -83,16 +79,18 @@ class ChunkedTCPTransport(TCPTransport):
 
     def having_timeout(self, timeout: float | None) -> AbstractContextManager[Any]:
         # A whole frame in the buffer is read without the socket: no timeout to set.
-        if timeout is not None and self._frame_buffered():
+        if timeout is not None and self._frame_end() is not None:
             return nullcontext(self.sock)
         return super().having_timeout(timeout)
 
-    def _frame_buffered(self) -> bool:
+    def _frame_end(self) -> int | None:
+        """Where the next frame's end byte is, when the whole frame is in the read buffer."""
         rbuf = self._read_buffer
         if len(rbuf) <= FRAME_HEADER:
-            return False
+            return None
         (size,) = unpack_from(">I", rbuf, 3)
-        return len(rbuf) > FRAME_HEADER + size
+        end = FRAME_HEADER + size
+        return end if len(rbuf) > end else None
 
 
 class Connection(pyamqp.Connection):
