@@ -50,6 +50,11 @@ URL_SETTINGS = ("broker_url", "result_backend_url", "lock_url")
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
+# Seconds ahead a job's eta may be when TASK_MAX_ETA is unset: SQS's longest
+# message delay, and half RabbitMQ's default consumer timeout (30 min), past
+# which the broker closes the channel of a worker holding a message unacknowledged.
+DEFAULT_MAX_ETA = 900
+
 BrokerKind = Literal["redis", "amqp", "sqs", "filesystem", "memory"]
 
 
@@ -83,6 +88,10 @@ class Settings(BaseSettings):
     # Seconds a job no worker knows is sent back to its lane (a worker that has
     # it may be deploying) before it is dead-lettered as unknown-task.
     unknown_task_grace: int = Field(default=300, ge=0)
+    # Seconds ahead a job's eta (countdown) may be when it reaches a worker, which
+    # holds it unacknowledged until then; further ahead it is dead-lettered as
+    # malformed. Unset: see `effective_task_max_eta`.
+    task_max_eta: int | None = Field(default=None, gt=0)
     # Redis: the unacknowledged jobs of a worker that stopped sending heartbeats go back
     # on their lanes within this many seconds (at once when a worker of the same host
     # can tell that its process is gone, e.g. the worker restarted after a crash).
@@ -206,6 +215,20 @@ class Settings(BaseSettings):
         return "memory"
 
     @property
+    def effective_task_max_eta(self) -> int:
+        """TASK_MAX_ETA, else 900 s or TASK_RETRY_BACKOFF_MAX if longer.
+
+        On Redis and SQS a message held past VISIBILITY_TIMEOUT is handed out
+        again, so the unset bound stays below it there.
+        """
+        if self.task_max_eta is not None:
+            return self.task_max_eta
+        bound = max(DEFAULT_MAX_ETA, self.task_retry_backoff_max)
+        if self.uses_visibility_timeout:
+            bound = min(bound, self.visibility_timeout - 1)
+        return bound
+
+    @property
     def uses_visibility_timeout(self) -> bool:
         """Redis and SQS redeliver unacknowledged messages after the visibility timeout."""
         return self.broker_kind in ("redis", "sqs")
@@ -240,18 +263,29 @@ class Settings(BaseSettings):
                 f"TASK_TIME_LIMIT ({self.task_time_limit} s), so a task can clean up "
                 "before it is killed."
             )
+        # One chain for delays: TASK_RETRY_BACKOFF_MAX <= TASK_MAX_ETA < VISIBILITY_TIMEOUT.
+        # Unset, TASK_MAX_ETA stays between them, so the backoff is what is compared.
+        longest_delay = (
+            ("TASK_MAX_ETA", self.task_max_eta)
+            if self.task_max_eta is not None
+            else ("TASK_RETRY_BACKOFF_MAX", self.task_retry_backoff_max)
+        )
         if self.uses_visibility_timeout:
-            for name, value in (
-                ("TASK_TIME_LIMIT", self.task_time_limit),
-                ("TASK_RETRY_BACKOFF_MAX", self.task_retry_backoff_max),
-            ):
+            for name, value in (("TASK_TIME_LIMIT", self.task_time_limit), longest_delay):
                 if self.visibility_timeout <= value:
                     raise ValueError(
                         f"VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must be longer than "
                         f"{name} ({value} s): the broker would hand a task that is still "
-                        "running or waiting to retry to a second worker. Raise VISIBILITY_TIMEOUT "
-                        f"or lower {name}."
+                        "running or waiting for its eta or retry to a second worker. Raise "
+                        f"VISIBILITY_TIMEOUT or lower {name}."
                     )
+        if self.task_retry_backoff_max > self.effective_task_max_eta:
+            raise ValueError(
+                f"TASK_RETRY_BACKOFF_MAX ({self.task_retry_backoff_max} s) must not be longer "
+                f"than TASK_MAX_ETA ({self.effective_task_max_eta} s): a retry that far ahead "
+                "would be dead-lettered as malformed. Raise TASK_MAX_ETA or lower "
+                "TASK_RETRY_BACKOFF_MAX."
+            )
         if self.broker_kind == "redis" and self.worker_heartbeat_ttl >= self.visibility_timeout:
             raise ValueError(
                 f"WORKER_HEARTBEAT_TTL ({self.worker_heartbeat_ttl} s) must be shorter than "
