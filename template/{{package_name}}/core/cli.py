@@ -120,7 +120,10 @@ def queue_work(
     ] = None,
     pool: Annotated[
         str | None,
-        typer.Option(help="prefork, solo, threads or gevent. Default: prefork (solo on Windows)."),
+        typer.Option(
+            help="prefork, solo, threads or gevent (needs the gevent extra). "
+            "Default: prefork (solo on Windows)."
+        ),
     ] = None,
     loglevel: Annotated[str | None, typer.Option(help="Log level. Default: LOG_LEVEL.")] = None,
     prefetch: Annotated[
@@ -140,11 +143,12 @@ def queue_work(
     """Start a worker on the given lanes. The worker never runs the scheduler."""
     from .queues import parse_lanes
     from .settings import get_settings
-    from .worker import POOLS, choose_pool, run_worker, worker_argv
+    from .worker import POOLS, choose_pool, prepare_pool, run_worker, worker_argv
 
     settings = get_settings()
     if pool and pool not in POOLS:
         raise ProjectError(f"Unknown pool {pool!r}; choose one of: {', '.join(POOLS)}.")
+    prepare_pool(pool)  # before the worker starts a thread or opens a connection
     lanes = parse_lanes(queue)
     if prefetch is None:
         prefetch = settings.prefetch_for(lanes)

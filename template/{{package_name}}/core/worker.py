@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from . import project
+from .errors import ProjectError
 from .queues import qualified_queue
 
 POOLS = ("prefork", "solo", "threads", "gevent")
+# The pools that run on a library the project does not install by default: the
+# project's extra (pyproject.toml) that installs it.
+POOL_EXTRAS = {"gevent": "gevent"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,30 @@ def choose_pool(requested: str | None, platform: str) -> PoolChoice:
     if platform.startswith("win"):
         return PoolChoice("solo", "Windows: using the solo pool (prefork is unreliable there).")
     return PoolChoice(None)
+
+
+def prepare_pool(pool: str | None) -> None:
+    """Patch the standard library for a green pool, as `celery worker` does; refuse a missing one.
+
+    Under gevent every blocking call (sockets, sleep, locks) must yield to the other
+    jobs, so the library's patches go in before the worker opens a connection or
+    starts a thread. A pool whose library is not installed is refused here, in a
+    line that names the extra to install, not deep in the worker's start-up.
+    """
+    extra = POOL_EXTRAS.get(pool or "")
+    if extra is None:
+        return
+    from celery import maybe_patch_concurrency
+
+    try:
+        maybe_patch_concurrency(["--pool", str(pool)])
+    except ImportError as exc:
+        distribution = project.PACKAGE.replace("_", "-")
+        others = ", ".join(name for name in POOLS if name not in POOL_EXTRAS)
+        raise ProjectError(
+            f"The {pool} pool needs the {extra} package, which cannot be imported ({exc}).\n"
+            f"Install it with: pip install '{distribution}[{extra}]' (or use --pool {others})."
+        ) from None
 
 
 def worker_argv(
