@@ -10,6 +10,7 @@ reason, as any other body that is not JSON.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -73,7 +74,7 @@ def decode_bounded(
     except Exception as exc:  # any decoder's failure: the body is not what it says
         text = str(exc)
         text = text if len(text) <= 200 else text[:200] + "..."
-        raise BodyError(f"body is not JSON: {type(exc).__name__}: {text}") from None
+        raise BodyError(f"body is not application/json: {type(exc).__name__}: {text}") from None
     if _may_nest_deeper(raw, max_depth) and nested_deeper(value, max_depth):
         raise BodyError(f"body nests deeper than {max_depth} levels")
     return value
@@ -89,3 +90,14 @@ def message_body(message: Any) -> Any:
     if isinstance(raw, memoryview):
         raw = raw.tobytes()
     return decode_bounded(raw if raw is not None else b"", lambda: message.payload)
+
+
+def body_digest(body: Any) -> str:
+    """A short, stable name for a body's bytes: the id of a message that carries none."""
+    if isinstance(body, str):
+        raw = body.encode("utf-8", "surrogateescape")
+    elif isinstance(body, bytes | bytearray | memoryview):
+        raw = bytes(body)
+    else:
+        raw = b""
+    return "body-" + hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16]

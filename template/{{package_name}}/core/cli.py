@@ -218,7 +218,8 @@ def queue_dispatch(
 
     call_args = _json_arg("--args", args, list)
     call_kwargs = _json_arg("--kwargs", kwargs, dict)
-    if wait is not None and get_settings().effective_result_backend is None:
+    settings = get_settings()  # a bad setting is named before any job module is imported
+    if wait is not None and settings.effective_result_backend is None:
         raise ProjectError(
             "--wait needs a result backend: set RESULT_BACKEND_URL (e.g. redis://localhost:6379/1)."
         )

@@ -23,19 +23,20 @@ from kombu.common import Broadcast
 from kombu.transport.native_delayed_delivery import CELERY_DELAYED_DELIVERY_EXCHANGE
 
 from . import project
-from .config import PUBLISH_RETRY_POLICY, dead_letter_queues
-from .deadletter import DELIVERY_LIMIT, MALFORMED, REFUSED, UNKNOWN_TASK
+from .config import PUBLISH_RETRY_POLICY, dead_letter_queues, lane_queues
+from .deadletter import MALFORMED, POISON, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
 from .deliveries import (
     await_broker_rules,
     broker_deliveries,
     delivery_counter,
+    delivery_identity,
     forget_deliveries,
     give_back_requeues,
     message_task,
     redelivered,
 )
-from .inbound import message_problem, preview
+from .inbound import preview, printable, take_in
 from .queues import delayed_binding_key, lane_of_queue, qualified_queue
 
 log = logging.getLogger(__name__)
@@ -101,68 +102,80 @@ class DeadLetterConsumer(Consumer):
                 queue.bind(channel).declare()
         counter = delivery_counter(self.app)
         limit = settings.task_max_deliveries
+        queues = frozenset(queue.name for queue in lane_queues(settings))
 
         def receive(message: Any) -> Any:
-            problem = message_problem(message)
-            if problem:
-                reason, text = problem
-                log.error("%s message: dead-lettered, never run (%s).", reason.capitalize(), text)
+            # Counted before anything reads the message: a message whose handling
+            # ends the worker's main process is stopped at the bound as well.
+            deliveries = self._deliveries(message, counter)
+            message.deliveries = deliveries
+            if deliveries is not None and deliveries > limit:
+                return self._give_up(
+                    message,
+                    reason=POISON,
+                    exception=(
+                        f"Delivered {deliveries - 1} times and never settled: its handling "
+                        "ended the worker each time. Not read again."
+                    ),
+                    attempts=deliveries - 1,
+                    decoded=False,
+                )
+            intake = take_in(message, queues=queues)
+            message.intake = intake
+            if intake.problem:
+                reason, text = intake.problem
                 return self._give_up(message, reason=reason, exception=text)
-            if message.headers["task"] not in self.strategies:
-                return self.on_unknown_task(None, message, KeyError(message.headers["task"]))
-            if counter is not None and not redelivered(message):
-                message.deliveries = 1  # a first delivery: nothing to count
-                return handle(message)
-            task_id, retries = message_task(message)
-            if counter is not None and task_id:
-                deliveries = counter.count(task_id, retries, redelivered=True)
-                message.deliveries = deliveries
-                if deliveries is not None and deliveries > limit:
-                    return self._give_up(
-                        message,
-                        reason=DELIVERY_LIMIT,
-                        exception=(
-                            f"Delivered {deliveries - 1} times without finishing: each run "
-                            "ended its worker process. Not run again."
-                        ),
-                        attempts=deliveries - 1,
-                    )
-            elif counter is None:
-                message.deliveries = broker_deliveries(message)
+            if intake.task not in self.strategies:
+                return self.on_unknown_task(None, message, KeyError(intake.task))
             return handle(message)
 
         def on_task_received(message: Any) -> Any:
+            # The one boundary of the receive path: whatever raises while one
+            # message is handled (checks, dead-lettering, metrics, Celery's own
+            # reading of it) settles that message, and the worker goes on.
             try:
                 return receive(message)
             except self.connection_errors:
                 raise
             except Exception as exc:
-                # Whatever the checks missed: the message goes, the consumer stays.
-                log.critical("A message the worker could not take: dead-lettered.", exc_info=True)
-                if not message.acknowledged:
-                    self._give_up(
-                        message,
-                        reason=MALFORMED,
-                        exception=f"the worker could not take it: {type(exc).__name__}: "
-                        f"{preview(exc, 300)}",
-                    )
+                self._settle_after(message, exc)
                 return None
 
         return on_task_received
 
+    def _deliveries(self, message: Any, counter: Any) -> int | None:
+        """How often this message was delivered, this time included; None when unknown."""
+        if counter is None:
+            return broker_deliveries(message)
+        if not redelivered(message):
+            return 1  # a first delivery: nothing to count
+        task_id, retries = message_task(message)
+        return counter.count(task_id or delivery_identity(message), retries, redelivered=True)
+
+    def _settle_after(self, message: Any, exc: Exception) -> None:
+        """Settle a message whose handling raised; logs once, never raises."""
+        text = f"the worker could not take it: {type(exc).__name__}: {preview(exc, 300)}"
+        task_id = message_task(message)[0] or delivery_identity(message)
+        log.critical("Message %s could not be taken: %s", printable(task_id), text, exc_info=True)
+        try:
+            if getattr(message, "acknowledged", False):
+                return
+            self._give_up(message, reason=MALFORMED, exception=text)
+        except self.connection_errors:
+            raise
+        except Exception:
+            log.critical("Message %s was not settled.", printable(task_id), exc_info=True)
+
     def on_decode_error(self, message: Any, exc: Exception) -> None:
-        log.error("Undecodable message (%s): dead-lettered, never run.", preview(exc, 300))
-        self._give_up(message, reason=MALFORMED, exception=f"{type(exc).__name__}: {exc}")
+        self._give_up(message, reason=MALFORMED, exception=f"{type(exc).__name__}: {preview(exc)}")
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
         from kombu.exceptions import ContentDisallowed
 
         reason = REFUSED if isinstance(exc, ContentDisallowed) else MALFORMED
-        log.error("%s message (%s): dead-lettered, never run.", reason.capitalize(), preview(exc))
-        self._give_up(message, reason=reason, exception=f"{type(exc).__name__}: {exc}")
+        self._give_up(message, reason=reason, exception=f"{type(exc).__name__}: {preview(exc)}")
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
-        log.error("Message that is not a task: dead-lettered.")
         self._give_up(message, reason=MALFORMED, exception="not a task message")
 
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
@@ -173,7 +186,6 @@ class DeadLetterConsumer(Consumer):
         since = _since(headers.get(UNKNOWN_SINCE_HEADER), now)
         waited = (now - since).total_seconds()
         if waited >= grace:
-            log.error("Unknown job %s: dead-lettered, never run.", preview(name))
             self._give_up(
                 message,
                 reason=UNKNOWN_TASK,
@@ -227,15 +239,45 @@ class DeadLetterConsumer(Consumer):
             return
         message.ack_log_error(log, self.connection_errors)
 
-    def _give_up(self, message: Any, *, reason: str, exception: str, attempts: int = 1) -> None:
-        if dead_letter_message(
-            self.app, message, reason=reason, exception=exception, attempts=attempts
-        ):
+    def _give_up(
+        self,
+        message: Any,
+        *,
+        reason: str,
+        exception: str,
+        attempts: int = 1,
+        decoded: bool = True,
+    ) -> None:
+        """Dead-letter a message that is not run; left to the broker's own route if not stored.
+
+        The store's own log line says "Dead-lettered" once the letter is kept;
+        this one says what happened otherwise.
+        """
+        try:
+            stored = dead_letter_message(
+                self.app,
+                message,
+                reason=reason,
+                exception=exception,
+                attempts=attempts,
+                decoded=decoded,
+            )
+        except self.connection_errors:
+            raise
+        except Exception:
+            log.critical("Dead letter of %s not recorded.", preview(reason), exc_info=True)
+            stored = False
+        if stored:
             forget_deliveries(self.app, message)
             return
         # Not recorded: RabbitMQ dead-letters a rejected message itself; on
         # Redis the message goes back to its lane rather than being lost; on
         # SQS it stays in its queue, bounded by the redrive policy.
+        log.error(
+            "%s message not recorded as a dead letter: left to the broker (%s).",
+            reason.capitalize(),
+            preview(exception, 300),
+        )
         self._reject(message, requeue=self.app.settings.broker_kind not in ("amqp", "sqs"))
 
     def _reject(self, message: Any, *, requeue: bool) -> None:

@@ -36,7 +36,7 @@ from .deadletter import (
 )
 from .deliveries import await_broker_rules, forget_deliveries, give_back_requeues
 from .idempotency import release_dead_lettered
-from .inbound import limited
+from .inbound import Intake, intake_of, limited, preview, printable
 from .queues import lane_of_queue
 from .signals import dead_lettered
 
@@ -59,34 +59,29 @@ def dead_letter_message(
     exception: str | None,
     traceback: str | None = None,
     attempts: int = 1,
+    decoded: bool = True,
 ) -> bool:
     """Record a message as a dead letter, then acknowledge it. False when it could not be kept.
 
     When the store cannot take it, the message is left unacknowledged for the
-    caller to requeue or reject, never dropped.
+    caller to requeue or reject, never dropped. Nothing about the message can
+    make this raise: it reads the message's intake (core/inbound.py), and a
+    letter that cannot be built from that is built from the raw bytes. With
+    `decoded=False` the body is kept as it came and never decoded (a message
+    whose handling may be what ended the worker).
     """
-    release_dead_lettered(celery_app, message)
-    headers = message.headers or {}
-    delivery = message.delivery_info or {}
-    letter = letter_from_message(
-        body=message.body,
-        headers=headers,
-        content_type=message.content_type,
-        content_encoding=message.content_encoding,
-        lane=lane_of_queue(delivery.get("routing_key"), celery_app.settings.queue_namespace),
-        reason=reason,
-        exception=exception,
-        traceback=traceback,
-        attempts=attempts,
-        first_failed_at=headers.get("first_failed_at"),
-        fallback_id=(message.properties or {}).get("message_id"),
-    )
+    intake = intake_of(message) if decoded else Intake(problem=None, body_read=True)
+    try:
+        release_dead_lettered(celery_app, message, intake)
+    except Exception:  # the key expires by itself; the letter matters more
+        log.warning("Idempotency key of %s not released.", printable(intake.task_id), exc_info=True)
+    letter = letter_for(celery_app, message, intake, reason, exception, traceback, attempts)
     if not record_with_backoff(celery_app, letter):
         return False
     log.error(
         "Dead-lettered %s[%s] (%s) after %d attempt(s): %s",
-        letter.task_name,
-        letter.id,
+        printable(letter.task_name),
+        printable(letter.id),
         reason,
         attempts,
         exception,
@@ -94,6 +89,52 @@ def dead_letter_message(
     dead_lettered.send(sender=None, letter=letter)
     message.ack()
     return True
+
+
+def letter_for(
+    celery_app: Any,
+    message: Any,
+    intake: Intake,
+    reason: str,
+    exception: str | None,
+    traceback: str | None,
+    attempts: int,
+) -> DeadLetter:
+    """The dead letter of a message; from its raw bytes alone when anything else fails."""
+    body = message.body if isinstance(message.body, bytes | str) else b""
+    try:
+        headers = message.headers if isinstance(message.headers, dict) else {}
+        delivery = message.delivery_info if isinstance(message.delivery_info, dict) else {}
+        first_failed_at = headers.get("first_failed_at")
+        return letter_from_message(
+            body=body,
+            headers=headers,
+            content_type=message.content_type,
+            content_encoding=message.content_encoding,
+            lane=lane_of_queue(delivery.get("routing_key"), celery_app.settings.queue_namespace),
+            reason=reason,
+            exception=exception,
+            traceback=traceback,
+            attempts=attempts,
+            first_failed_at=first_failed_at if isinstance(first_failed_at, str) else None,
+            fallback_id=(message.properties or {}).get("message_id"),
+            # Decoded at intake, or never: a body whose headers were refused
+            # is decoded here, once and within bounds, so its letter can be replayed.
+            call=intake.call if intake.call is not None or intake.body_read else True,
+        )
+    except Exception as exc:
+        log.warning("Dead letter of a message built from its bytes alone: %s", preview(exc))
+        return letter_from_message(
+            body=body,
+            headers=None,
+            content_type=None,
+            content_encoding=None,
+            lane=None,
+            reason=reason,
+            exception=f"{exception} (its headers could not be kept: {preview(exc)})",
+            attempts=attempts,
+            call=None,
+        )
 
 
 # A store that fails is tried again a few times, 0.25 s, 0.5 s, then 1 s apart

@@ -17,11 +17,14 @@ from functools import cache, cached_property
 from typing import Any
 
 from . import project
+from .bodies import body_digest
 from .queues import qualified_queue
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 
+# The longest task id a counter is named by (as the intake checks it).
+MAX_TASK_ID = 255
 # A counter outlives any redelivery of its task, then disappears by itself.
 COUNTER_TTL = 7 * 24 * 3600
 
@@ -103,8 +106,8 @@ def forget_deliveries(celery_app: Any, message: Any) -> None:
         return
     counter = delivery_counter(celery_app)
     task_id, retries = message_task(message)
-    if counter is not None and task_id:
-        counter.forget(task_id, retries)
+    if counter is not None:
+        counter.forget(task_id or delivery_identity(message), retries)
 
 
 def message_task(message: Any) -> tuple[str | None, int]:
@@ -114,7 +117,13 @@ def message_task(message: Any) -> tuple[str | None, int]:
     retries = headers.get("retries")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         retries = 0  # such a message is dead-lettered as malformed before it runs
-    return (task_id if isinstance(task_id, str) else None), retries
+    sound = isinstance(task_id, str) and 0 < len(task_id) <= MAX_TASK_ID
+    return (task_id if sound else None), retries
+
+
+def delivery_identity(message: Any) -> str:
+    """What names a message across its deliveries when its `id` header cannot: its body."""
+    return body_digest(message.body)
 
 
 def redelivered(message: Any) -> bool:
@@ -123,10 +132,22 @@ def redelivered(message: Any) -> bool:
 
 
 def broker_deliveries(message: Any) -> int | None:
-    """How often the broker itself says it delivered a message (SQS: its receive count)."""
-    sqs_message = (message.delivery_info or {}).get("sqs_message") or {}
-    count = (sqs_message.get("Attributes") or {}).get("ApproximateReceiveCount")
-    return int(count) if count else None
+    """How often the broker itself says it delivered a message, this time included.
+
+    SQS: its receive count. A RabbitMQ quorum queue: `x-delivery-count`, the
+    deliveries before this one (absent on the first). None when neither says.
+    """
+    delivery_info = message.delivery_info if isinstance(message.delivery_info, dict) else {}
+    sqs_message = delivery_info.get("sqs_message") or {}
+    if isinstance(sqs_message, dict):
+        count = (sqs_message.get("Attributes") or {}).get("ApproximateReceiveCount")
+        if isinstance(count, str) and count.isdigit():
+            return int(count)
+    headers = message.headers if isinstance(message.headers, dict) else {}
+    before = headers.get("x-delivery-count")
+    if isinstance(before, int) and not isinstance(before, bool) and before >= 0:
+        return before + 1
+    return None
 
 
 def await_broker_rules() -> None:

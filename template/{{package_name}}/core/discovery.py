@@ -8,16 +8,20 @@ from pathlib import Path
 from types import ModuleType
 
 from . import project
-from .errors import JobImportError
+from .errors import ConfigurationError, JobImportError
 
 DISCOVERED_PACKAGES = ("jobs", "crons")
 
 
 def _import(name: str) -> ModuleType:
-    """Import a job or cron module; any failure becomes one message naming the module."""
+    """Import a job or cron module; any failure becomes one message naming the module.
+
+    Except a bad setting, met by whatever module first reads the settings (the app
+    does, when a job module imports it): the setting is the cause, not that module.
+    """
     try:
         return importlib.import_module(name)
-    except JobImportError:
+    except (JobImportError, ConfigurationError):
         raise
     except Exception as error:  # a module may fail in any way; say which one and how
         raise JobImportError(module=name, error=error) from error

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import Retry
 
-from .deliveries import message_task
+from .inbound import Intake
 from .processes import Holder, process_alive, this_process
 from .queues import qualified_queue
 from .signals import duplicate_skipped
@@ -205,23 +205,21 @@ def run_once(
     return result
 
 
-def release_dead_lettered(celery_app: Any, message: Any) -> None:
+def release_dead_lettered(celery_app: Any, message: Any, intake: Intake) -> None:
     """A dead-lettered job's work did not happen: free the key it still claims.
 
     A job whose process died (hard time limit, crash on every delivery) cannot
     release its own claim; without this, a `dlq replay` (a new task id) would be
     skipped as a duplicate until the claim expired. Only a claim of this task id
     is deleted, and only if unchanged: `done` or another delivery's claim stays.
+    Only what the intake took is read (a sound task name, the decoded call):
+    a message it refused claimed nothing, since it never ran.
     """
-    task = celery_app.tasks.get((message.headers or {}).get("task"))
-    task_id, _ = message_task(message)
-    # Only JSON is decoded here: refused content (pickle) never is.
-    if not getattr(task, "idempotent", False) or message.content_type != "application/json":
+    task = celery_app.tasks.get(intake.task) if intake.task else None
+    if not getattr(task, "idempotent", False) or intake.call is None:
         return
-    try:
-        args, kwargs, _embed = message.decode()
-    except Exception:  # not a task body: its claim expires by itself
-        return
+    task_id = intake.task_id
+    args, kwargs = intake.call
     import redis
 
     from .locks import delete_if_held, lock_client

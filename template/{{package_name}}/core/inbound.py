@@ -17,12 +17,15 @@ Two levels:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .bodies import BodyError, message_body, nested_deeper
 from .deadletter import MALFORMED, REFUSED
 
 # Envelope property of a quarantined message: what made it unreadable.
@@ -34,6 +37,8 @@ JSON_CONTENT = "application/json"
 MAX_HEADERS_SIZE = 32 * 1024
 MAX_ID_LENGTH = 255
 MAX_NAME_LENGTH = 255
+# Celery's headers nest two levels at most (`stamps`); deeper is not a task message.
+MAX_HEADER_DEPTH = 8
 # Checked on every message: a tuple of types is checked faster than `list | tuple`.
 SEQUENCE = (list, tuple)
 NUMBER = (int, float)
@@ -131,9 +136,23 @@ PROPERTY_CHECKS: dict[str, Callable[[Any], bool]] = {
 
 
 def preview(value: Any, limit: int = 80) -> str:
-    """A short, printable repr of a hostile value, for a dead letter's reason."""
-    text = repr(value)
+    """A short, printable repr of a hostile value, for a dead letter's reason or a log line.
+
+    Never raises: a value nested too deep to print is named by its type. The
+    repr escapes control characters, so a log line cannot be forged with it.
+    """
+    try:
+        text = repr(value)
+    except Exception:  # RecursionError, or a repr that fails
+        return f"<{type(value).__name__} that cannot be printed>"
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def printable(value: Any, limit: int = 80) -> str:
+    """A name or id for a log line: as it is when it is printable text, else its preview."""
+    if isinstance(value, str) and value.isprintable() and len(value) <= limit:
+        return value
+    return preview(value, limit)
 
 
 # The size bound of `_sound`, in twelfths of a character of JSON. A character of
@@ -195,6 +214,8 @@ def _sound(headers: dict[Any, Any]) -> bool:
         elif kind in SCALARS and -SMALL_INT < value < SMALL_INT:
             size += len(name) + NAME_TWELFTHS + SCALAR_TWELFTHS
         else:
+            if nested_deeper(value, MAX_HEADER_DEPTH):
+                return False
             size += len(name) + NAME_TWELFTHS + len(repr(value))
         check = _CHECKS.get(name)
         if check is not None and not check(value):
@@ -210,6 +231,12 @@ def _header_fault(headers: Any) -> str | None:
     """
     if type(headers) is not dict and not isinstance(headers, Mapping):
         return f"headers are not an object ({type(headers).__name__})"
+    if not all(type(name) is str for name in headers):
+        names = [name for name in headers if type(name) is not str]
+        return f"header names must be strings, not {preview(names)}"
+    for name, value in headers.items():
+        if nested_deeper(value, MAX_HEADER_DEPTH):
+            return f"header {name!r} nests deeper than {MAX_HEADER_DEPTH} levels"
     for name in REQUIRED_HEADERS:
         if headers.get(name) is None:
             return f"no {name!r} header: not a Celery task message (protocol 2)"
@@ -222,14 +249,18 @@ def _header_fault(headers: Any) -> str | None:
     return None
 
 
-def body_problem(payload: Any) -> str | None:
-    """What is wrong with a decoded protocol 2 body `[args, kwargs, embed]`, or None."""
+def body_problem(payload: Any, queues: Collection[str] | None = None) -> str | None:
+    """What is wrong with a decoded protocol 2 body `[args, kwargs, embed]`, or None.
+
+    `queues`: the project's queues, the only ones the signatures of its embed
+    may send to (None: any name, for a check without a project at hand).
+    """
     if not isinstance(payload, SEQUENCE) or len(payload) != 3:
         return f"body must be [args, kwargs, embed], not {preview(payload)}"
     args, kwargs, embed = payload
     if not isinstance(args, SEQUENCE):
         return f"args must be a list, not {preview(args)}"
-    if not _mapping(kwargs) or (kwargs and not all(type(key) is str for key in kwargs)):
+    if not _keyword_arguments(kwargs):
         return f"kwargs must be an object, not {preview(kwargs)}"
     if embed is None:
         return None
@@ -244,16 +275,192 @@ def body_problem(payload: Any) -> str | None:
     chord = embed.get("chord")
     if chord is not None and not _mapping(chord):
         return f"embed 'chord' must be a signature, not {preview(chord)}"
+    return _signatures_problem(
+        [
+            (f"embed {name!r}", signature)
+            for name in ("callbacks", "errbacks", "chain")
+            for signature in embed.get(name) or ()
+        ]
+        + ([("embed 'chord'", chord)] if chord is not None else []),
+        queues,
+    )
+
+
+def _keyword_arguments(value: Any) -> bool:
+    return _mapping(value) and all(type(key) is str for key in value)
+
+
+def _signature_or_list(value: Any) -> bool:
+    return _mapping(value) or (isinstance(value, SEQUENCE) and all(_mapping(v) for v in value))
+
+
+def _held(value: Any) -> list[Any]:
+    """The signatures a value holds: itself, or the items of its list."""
+    return [value] if _mapping(value) else list(value)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float)
+
+
+# The options Celery puts in a signature (and `apply_async` reads when it sends
+# one after the job), and what each must be. An option not listed must be a
+# plain scalar: whatever else `apply_async` would fail on after the job ran.
+SIGNATURE_OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "task_id": (_identifier, "an id string"),
+    "group_id": (_identifier, "an id string"),
+    "root_id": (_identifier, "an id string"),
+    "parent_id": (_identifier, "an id string"),
+    "reply_to": (_text, "a string"),
+    "queue": (_identifier, "a queue name"),
+    "routing_key": (_text, "a string"),
+    "exchange": (_text, "a string"),
+    "priority": (_count, "a non-negative integer"),
+    "group_index": (_count, "a non-negative integer"),
+    "retries": (_count, "a non-negative integer"),
+    "countdown": (_limit, "a non-negative number"),
+    "eta": (_time, "an ISO 8601 date and time"),
+    "expires": (lambda v: _limit(v) or _time(v), "a number of seconds or a date and time"),
+    "time_limit": (_limit, "a non-negative number"),
+    "soft_time_limit": (_limit, "a non-negative number"),
+    "shadow": (_text, "a string"),
+    "ignore_result": (_flag, "true or false"),
+    "immutable": (_flag, "true or false"),
+    "headers": (_mapping, "an object"),
+    "stamped_headers": (_texts, "a list of strings"),
+    "stamps": (_mapping, "an object"),
+    "retry_policy": (_mapping, "an object"),
+    "link": (_signature_or_list, "a signature or a list of signatures"),
+    "link_error": (_signature_or_list, "a signature or a list of signatures"),
+    "chord": (_mapping, "a signature"),
+}
+# The kinds of signature Celery reads from a message, and where each keeps the
+# signatures it holds (in its kwargs).
+SUBTASK_TYPES = {
+    None: (),
+    "chain": ("tasks",),
+    "group": ("tasks",),
+    "chord": ("header", "body"),
+    "chunks": ("task",),
+    "xmap": ("task",),
+    "xstarmap": ("task",),
+}
+
+
+# Options that name where a signature's message goes: within the project only.
+ROUTING_OPTIONS = ("queue", "routing_key", "exchange")
+
+
+def _signatures_problem(found: list[tuple[str, Any]], queues: Collection[str] | None) -> str | None:
+    """What is wrong with the signatures of an embed, and every one they hold, or None.
+
+    Celery reads them only after the job ran (to send the next job of a chain,
+    a callback or an errback), where a wrong type would fail a job that
+    succeeded and a replay would run it again. So each is checked before.
+    """
+    while found:
+        where, signature = found.pop()
+        if not _mapping(signature):
+            return f"{where} must be a signature, not {preview(signature)}"
+        task = signature.get("task")
+        if not _identifier(task):
+            return f"{where} 'task' must be {HEADER_CHECKS['task'][1]}, not {preview(task)}"
+        where = f"{where} ({preview(task, 40)})"
+        args, kwargs = signature.get("args"), signature.get("kwargs")
+        if args is not None and not isinstance(args, SEQUENCE):
+            return f"{where} args must be a list, not {preview(args)}"
+        if kwargs is not None and not _keyword_arguments(kwargs):
+            return f"{where} kwargs must be an object, not {preview(kwargs)}"
+        kind = signature.get("subtask_type")
+        if not isinstance(kind, str | None) or kind not in SUBTASK_TYPES:
+            return f"{where} subtask_type must be one of Celery's, not {preview(kind)}"
+        immutable = signature.get("immutable")
+        if immutable is not None and not _flag(immutable):
+            return f"{where} immutable must be true or false, not {preview(immutable)}"
+        options = signature.get("options")
+        if options is not None:
+            if not _keyword_arguments(options):
+                return f"{where} options must be an object, not {preview(options)}"
+            for name, value in options.items():
+                check, expected = SIGNATURE_OPTION_CHECKS.get(name, (_scalar, "a plain value"))
+                if value is not None and not check(value):
+                    return f"{where} option {name!r} must be {expected}, not {preview(value)}"
+                if name in ROUTING_OPTIONS and value and queues is not None and value not in queues:
+                    elsewhere = preview(value)
+                    return f"{where} option {name!r} names a queue of another project: {elsewhere}"
+                if name in ("link", "link_error", "chord") and value is not None:
+                    found.extend((f"{where} option {name!r}", item) for item in _held(value))
+        for name in SUBTASK_TYPES[kind]:
+            held = (kwargs or {}).get(name)
+            if held is None and kind == "chord" and name == "body":
+                continue
+            if not _signature_or_list(held):
+                expected = "a signature or a list of signatures"
+                return f"{where} {name!r} must be {expected}, not {preview(held)}"
+            found.extend((f"{where} {name!r}", item) for item in _held(held))
     return None
 
 
 def message_problem(message: Any, accept: set[str] | None = None) -> tuple[str, str] | None:
-    """(reason, what is wrong) for a task message the worker must not run, or None.
+    """(reason, what is wrong) for a task message the worker must not run, or None."""
+    return take_in(message, accept).problem
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What the worker took from a message, once, at its intake: the rest reads this.
+
+    `task` and `task_id` are the headers when they are sound (else None), and
+    `call` the decoded (args, kwargs) when the body was read and sound: a
+    dead letter, an idempotency key or a metric never reads the raw message.
+    `body_read` says the body was decoded (or tried): it is never decoded again.
+    """
+
+    problem: tuple[str, str] | None
+    task: str | None = None
+    task_id: str | None = None
+    call: tuple[list[Any], dict[str, Any]] | None = None
+    body_read: bool = False
+
+
+def take_in(
+    message: Any, accept: set[str] | None = None, queues: Collection[str] | None = None
+) -> Intake:
+    """The intake of a message: its checks, and what they read. Never raises.
 
     The body is decoded only when its content type is accepted (JSON): pickle
-    and other content is refused undecoded. The decoded body stays cached on
-    the message, so Celery does not decode it again.
+    and other content is refused undecoded. It is decoded once, within the
+    bounds of core/bodies.py, and stays on the message, so Celery and the
+    dead-letter path read that value and never decode the text again.
     """
+    body_read = False
+    call = None
+    try:
+        problem = _envelope_problem(message, accept)
+        if problem is None:
+            body_read = True
+            payload = message_body(message)
+            body = body_problem(payload, queues)
+            problem = (MALFORMED, body) if body else None
+            if problem is None:
+                call = list(payload[0]), dict(payload[1])
+    except BodyError as exc:
+        problem = MALFORMED, str(exc)
+    except Exception as exc:  # a check that failed on a value no one foresaw
+        problem = MALFORMED, f"the worker could not read it: {type(exc).__name__}: {preview(exc)}"
+    headers = message.headers if type(message.headers) is dict else {}
+    task, task_id = headers.get("task"), headers.get("id")
+    return Intake(
+        problem=problem,
+        task=task if _identifier(task) else None,
+        task_id=task_id if _identifier(task_id) else None,
+        call=call,
+        body_read=body_read,
+    )
+
+
+def _envelope_problem(message: Any, accept: set[str] | None) -> tuple[str, str] | None:
+    """What is wrong before the body: the envelope, the headers, the content type."""
     properties = message.properties or {}
     if properties.get(MALFORMED_PROPERTY):
         return MALFORMED, str(properties[MALFORMED_PROPERTY])
@@ -269,12 +476,22 @@ def message_problem(message: Any, accept: set[str] | None = None) -> tuple[str, 
         name = registry.type_to_name.get(content_type)
         named = f" ({name})" if name else ""
         return REFUSED, f"content type {preview(content_type)}{named} is not accepted (JSON only)"
-    try:
-        payload = message.payload
-    except Exception as exc:  # any decoding failure: the body is not what it says
-        return MALFORMED, f"body is not {content_type}: {type(exc).__name__}: {preview(exc, 200)}"
-    problem = body_problem(payload)
-    return (MALFORMED, problem) if problem else None
+    return None
+
+
+INTAKE_ATTRIBUTE = "intake"
+
+
+def intake_of(message: Any) -> Intake:
+    """The intake recorded on a message as the worker took it, else a new one (never raises)."""
+    known = getattr(message, INTAKE_ATTRIBUTE, None)
+    if isinstance(known, Intake):
+        return known
+    intake = take_in(message)
+    # A stand-in without room for it computes it again next time.
+    with contextlib.suppress(AttributeError):
+        setattr(message, INTAKE_ATTRIBUTE, intake)
+    return intake
 
 
 def envelope_problem(payload: Any) -> str | None:
@@ -336,7 +553,7 @@ def readable_envelope(raw: bytes | str, queue: str) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         payload = json.loads(text)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return quarantine(raw, queue, f"envelope is not JSON: {type(exc).__name__}")
     problem = envelope_problem(payload)
     if problem:

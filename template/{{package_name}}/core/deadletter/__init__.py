@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..bodies import MAX_BODY_BYTES as BODY_BOUND
+from ..bodies import BodyError, body_digest, decode_bounded
 from ..errors import ProjectError
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ REFUSED = "refused"  # content the worker never decodes (pickle, YAML, ...)
 MALFORMED = "malformed"  # not a task message the worker can read (see core/inbound.py)
 UNKNOWN_TASK = "unknown-task"  # no job of that name is registered
 REJECTED = "rejected"  # rejected without requeue (by the job or by the broker)
+POISON = "poison"  # its handling ended the worker's main process on every delivery
 
 CORRUPT = "corrupt"  # a stored record that cannot be read back (listed, never replayed)
 
@@ -37,10 +40,16 @@ JSON_CONTENT = "application/json"
 # what was cut are noted in the record's `truncated`.
 MAX_EXCEPTION_CHARS = 4 * 1024
 MAX_TRACEBACK_CHARS = 16 * 1024
-MAX_BODY_BYTES = 1024 * 1024  # larger: a 64 KiB preview, not replayable
+# A body larger than the worker takes (core/bodies.py): a 64 KiB preview, not replayable.
+MAX_BODY_BYTES = BODY_BOUND
 BODY_PREVIEW_BYTES = 64 * 1024
 MAX_HEADERS_CHARS = 16 * 1024
 MAX_HEADER_VALUE_CHARS = 256
+# A stored record, read back: its body as JSON text (escapes may take 6 bytes a
+# byte) and the rest. Its headers are kept as they came, so they may nest deeper
+# than a body may (64 levels): a record nested deeper is listed as corrupt.
+MAX_RECORD_BYTES = 8 * MAX_BODY_BYTES
+MAX_RECORD_DEPTH = 256
 
 
 def utcnow() -> str:
@@ -97,7 +106,7 @@ class DeadLetter:
     @classmethod
     def from_json(cls, raw: str | bytes) -> DeadLetter:
         """A stored record; raises ValueError when it is not one this project wrote."""
-        data = json.loads(raw)
+        data = decode_bounded(raw, max_bytes=MAX_RECORD_BYTES, max_depth=MAX_RECORD_DEPTH)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         known = {f.name: f for f in fields(cls)}
@@ -191,6 +200,21 @@ def with_body_preview(letter: DeadLetter) -> DeadLetter:
     )
 
 
+def note_unreadable_body(letter: DeadLetter) -> DeadLetter:
+    """A JSON letter the broker moved, whose body does not decode within bounds, says why.
+
+    Such a letter is listed and shown like any other, never replayed.
+    """
+    if letter.content_type != JSON_CONTENT or letter.args is not None or "body" in letter.truncated:
+        return letter
+    try:
+        decode_bounded(letter.raw_body)
+    except BodyError as exc:
+        note = f"body cannot be read: {exc}"
+        letter.exception = f"{note}; {letter.exception}" if letter.exception else note
+    return letter
+
+
 def encode_body(body: bytes | str) -> tuple[str, str]:
     """(text, encoding) for a message body: UTF-8 text when it is text, else base64."""
     if isinstance(body, str):
@@ -202,15 +226,15 @@ def encode_body(body: bytes | str) -> tuple[str, str]:
 
 
 def job_call(body: bytes | str, content_type: str | None) -> tuple[list[Any] | None, dict | None]:
-    """(args, kwargs) of a task message body; (None, None) when it is not JSON.
+    """(args, kwargs) of a task message body; (None, None) when it is not JSON within bounds.
 
     Content other than JSON is never decoded here: a pickle body stays bytes.
     """
     if content_type != JSON_CONTENT:
         return None, None
     try:
-        decoded = json.loads(body)
-    except (ValueError, TypeError):
+        decoded = decode_bounded(body)
+    except BodyError:
         return None, None
     if isinstance(decoded, list) and len(decoded) >= 2:  # protocol 2: [args, kwargs, embed]
         args, kwargs = decoded[0], decoded[1]
@@ -221,6 +245,14 @@ def job_call(body: bytes | str, content_type: str | None) -> tuple[list[Any] | N
     if isinstance(args, list) and isinstance(kwargs, dict):
         return args, kwargs
     return None, None
+
+
+def wire_call(call: tuple[Any, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """(args, kwargs) as they travel: kombu's JSON types (dates, UUIDs...) kept for a replay."""
+    from kombu.utils.json import dumps
+
+    args, kwargs = json.loads(dumps([list(call[0]), dict(call[1])]))
+    return args, kwargs
 
 
 def letter_from_message(
@@ -236,8 +268,14 @@ def letter_from_message(
     attempts: int = 1,
     first_failed_at: str | None = None,
     fallback_id: str | None = None,
+    call: tuple[Any, Any] | bool | None = True,
 ) -> DeadLetter:
-    """Build a dead letter from a message as it came off a lane."""
+    """Build a dead letter from a message as it came off a lane.
+
+    `call` is the (args, kwargs) the worker already decoded, None when it has
+    none (the body is kept as it came, never decoded again), or True to decode
+    the body here (a letter read back from a broker's dead-letter queue).
+    """
     headers = dict(headers) if isinstance(headers, Mapping) else {}
     truncated: dict[str, int] = {}
     size = len(body)
@@ -246,7 +284,12 @@ def letter_from_message(
         args, kwargs = None, None
         text, encoding = encode_body(body[:BODY_PREVIEW_BYTES])
     else:
-        args, kwargs = job_call(body, content_type)
+        if call is True:
+            args, kwargs = job_call(body, content_type)
+        elif call:
+            args, kwargs = wire_call(call)
+        else:
+            args, kwargs = None, None
         text, encoding = encode_body(body)
     exception = _cut(exception, MAX_EXCEPTION_CHARS, "exception", truncated)
     traceback = _cut(traceback, MAX_TRACEBACK_CHARS, "traceback", truncated, keep_end=True)
@@ -260,7 +303,7 @@ def letter_from_message(
         task_name = None
     now = utcnow()
     return DeadLetter(
-        id=task_id or fallback_id or _body_id(body),
+        id=task_id or fallback_id or body_digest(body),
         task_name=task_name,
         task_id=task_id,
         lane=lane,
@@ -308,16 +351,36 @@ def _bounded_headers(headers: dict[str, Any], truncated: dict[str, int]) -> dict
     return kept
 
 
-def _body_id(body: bytes | str) -> str:
-    import hashlib
-
-    raw = body.encode("utf-8", "surrogateescape") if isinstance(body, str) else body
-    return "body-" + hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16]
-
-
 def _json_safe(value: Any) -> Any:
-    """Headers as JSON can hold them (AMQP tables may carry bytes and datetimes)."""
-    return json.loads(json.dumps(value, default=str))
+    """Headers as JSON can hold them (AMQP tables may carry bytes and datetimes).
+
+    Headers that JSON cannot hold at all (names that are not text, nesting too
+    deep) are kept as a printed preview, so a letter is always recorded.
+    """
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError, RecursionError):
+        from ..inbound import preview
+
+        return {"unreadable_headers": preview(value, MAX_HEADER_VALUE_CHARS)}
+
+
+@dataclass
+class Unreached:
+    """Dead letters a command could not read, so its count is not taken for all of them."""
+
+    # Hidden by another reader for now (SQS: received, not yet deleted or released).
+    in_flight: int = 0
+    # Seconds until those show again, at most (the longest any reader hides them).
+    retry_after: int = 0
+    # Other consumers of the queue: the letters they hold unacknowledged are not
+    # counted by the broker (RabbitMQ).
+    readers: int = 0
+    # The command stopped at its time bound with letters left (READ_PASS_SECONDS).
+    timed_out: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.in_flight or self.readers or self.timed_out)
 
 
 class DeadLetterNotFoundError(ProjectError, LookupError):
@@ -363,9 +426,28 @@ class DeadLetterStore(ABC):
         message: a crash in between duplicates the job, it never loses it.
         """
 
+    # Told of each letter a long command gets through ("read", "replayed", "skipped",
+    # "purged"), so the `dlq` command can show progress.
+    progress: Callable[[str, int], None] | None = None
+
+    def advanced(self, what: str, count: int = 1) -> None:
+        if self.progress is not None and count:
+            self.progress(what, count)
+
     def replay_all(self, lane: str | None = None) -> list[str]:
         """Replay every replayable dead letter (of a lane); returns the new task ids."""
-        return [self.replay(letter.id) for letter in self.list(lane) if letter.replayable]
+        new_ids = []
+        for letter in self.list(lane):
+            if not letter.replayable:
+                self.advanced("skipped")
+                continue
+            new_ids.append(self.replay(letter.id))
+            self.advanced("replayed")
+        return new_ids
+
+    def unreached(self, lane: str | None = None) -> Unreached:
+        """The letters the last command could not reach: the store's own count, after it."""
+        return Unreached()
 
     @abstractmethod
     def purge(self, lane: str | None = None) -> int:
@@ -455,7 +537,9 @@ __all__ = [
     "DeadLetter",
     "DeadLetterNotFoundError",
     "DeadLetterStore",
+    "POISON",
     "NotReplayableError",
+    "Unreached",
     "letter_from_message",
     "lanes_of",
     "send_again",
