@@ -26,8 +26,12 @@ fi
 # with (scripts/test-oldest.sh uses constraints/oldest.txt).
 CONSTRAINTS="${WORKERGEN_CONSTRAINTS:-}"
 stamp="$VENV/.workergen-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] ||
-  { [ -n "$CONSTRAINTS" ] && [ "$CONSTRAINTS" -nt "$stamp" ]; }; then
+# WORKERGEN_SKIP_INSTALL=1: use the environment as it is (the suite's tests of
+# these scripts run them in the environment the suite runs in).
+if [ "${WORKERGEN_SKIP_INSTALL:-}" != 1 ] && {
+  [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] ||
+    { [ -n "$CONSTRAINTS" ] && [ "$CONSTRAINTS" -nt "$stamp" ]; }
+}; then
   echo "==> installing workergen and its development tools${CONSTRAINTS:+ (constraints: $CONSTRAINTS)}"
   "$PY" -m pip install --quiet --upgrade pip
   "$PY" -m pip install --quiet ${CONSTRAINTS:+-c "$CONSTRAINTS"} -e "$ROOT[dev]"
