@@ -28,6 +28,8 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    # Passes, but is a risk taken on purpose that the report must show.
+    warning: bool = False
 
 
 def check_serialization(conf: Any) -> Check:
@@ -258,6 +260,32 @@ def check_scheduler_lock(settings: Settings) -> Check:
     return Check("scheduler lock", True, f"reachable at {mask_password(url)}")
 
 
+def check_http_access() -> Check:
+    """The HTTP front door needs a token off loopback; an explicit opt-out is a warning."""
+    from .http_api import exposure_problem, is_anonymous, load_http_settings
+
+    try:
+        http = load_http_settings()
+    except ProjectError as exc:
+        return Check("http access", False, str(exc), "Fix the settings named above (.env).")
+    problem = exposure_problem(http.host, http)
+    if problem:
+        detail = f"HTTP_HOST={http.host} and no HTTP_TOKEN: `http serve` refuses to start"
+        return Check("http access", False, detail, problem.partition("\n")[2])
+    if is_anonymous(http):
+        return Check(
+            "http access",
+            True,
+            "HTTP_ALLOW_ANONYMOUS=true and no HTTP_TOKEN: whoever reaches the port can "
+            "enqueue any job",
+            "Set HTTP_TOKEN, or keep a gateway that authenticates in front of `http serve`.",
+            warning=True,
+        )
+    if not http.token:
+        return Check("http access", True, f"no HTTP_TOKEN: `http serve` on {http.host} only")
+    return Check("http access", True, "a bearer token (HTTP_TOKEN) is required on /jobs")
+
+
 def run_checks() -> list[Check]:
     """Every check, in order; settings that do not load are the only check."""
     from .settings import get_settings
@@ -282,6 +310,7 @@ def run_checks() -> list[Check]:
         check_broker(settings, conf),
         check_dead_letter_queues(settings),
         check_scheduler_lock(settings),
+        *([check_http_access()] if project.HTTP_API else []),
     ]
 
 
@@ -308,7 +337,9 @@ def doctor(
     table.add_column("what was seen")
     table.add_column("fix")
     for check in checks:
-        result = "[green]pass[/green]" if check.ok else "[red]FAIL[/red]"
+        result = "[red]FAIL[/red]"
+        if check.ok:
+            result = "[yellow]warn[/yellow]" if check.warning else "[green]pass[/green]"
         table.add_row(check.name, result, check.detail, check.fix)
     # Wide enough off a terminal (CI logs, pipes) that no check name is cut.
     console = Console(width=None if Console().is_terminal else 160)
@@ -318,4 +349,6 @@ def doctor(
         raise ProjectError(checks[0].detail)
     if failed:
         raise ProjectError(f"{len(failed)} check(s) failed: {', '.join(failed)}.")
-    console.print(f"All {len(checks)} checks passed.")
+    warned = [check.name for check in checks if check.warning]
+    note = f" Warning: {', '.join(warned)} (see above)." if warned else ""
+    console.print(f"All {len(checks)} checks passed.{note}")

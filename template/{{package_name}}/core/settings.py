@@ -376,8 +376,11 @@ def shown_value(field: str, value: Any) -> str:
     return repr(text)
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One line per wrong setting: its variable, its value (masked) and the rule it breaks."""
+def describe_validation_error(error: ValidationError, prefix: str = "") -> str:
+    """One line per wrong setting: its variable, its value (masked) and the rule it breaks.
+
+    `prefix`: the settings' environment prefix (HTTP_ for HTTP_TOKEN, ...).
+    """
     lines = []
     for item in error.errors():
         field = str(item["loc"][0]) if item["loc"] else ""
@@ -385,7 +388,7 @@ def describe_validation_error(error: ValidationError) -> str:
         if not field:
             lines.append(message)
             continue
-        where = "_".join(str(part) for part in item["loc"]).upper()
+        where = prefix + "_".join(str(part) for part in item["loc"]).upper()
         lines.append(f"{where}={shown_value(field, item.get('input'))}: {message}")
     return "Invalid settings:\n  " + "\n  ".join(lines)
 
