@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.brokers import require_rabbitmqctl
 from support.operations import ops_project
 from support.projects import Project
 
@@ -100,3 +103,57 @@ def test_a_broker_that_is_down_fails_instead_of_passing(project: Project) -> Non
     assert code == 1
     assert not found["broker"]["ok"] and not found["dead-letter queues"]["ok"]
     assert found["serialization"]["ok"]
+
+
+def path_without_rabbitmqctl() -> str:
+    """PATH without the folders that hold rabbitmqctl: a machine the broker does not run on."""
+    folders = os.environ["PATH"].split(os.pathsep)
+    return os.pathsep.join(f for f in folders if not shutil.which("rabbitmqctl", path=f))
+
+
+def test_rabbitmq_dead_letter_policies_fail_until_they_are_set(
+    render, request, tmp_path: Path
+) -> None:
+    require_rabbitmqctl("to see the policies doctor reads and `queue provision` sets")
+    elsewhere = path_without_rabbitmqctl()
+    with ops_project("rabbitmq", request, render, tmp_path) as proj:
+        namespace = proj.env["QUEUE_NAMESPACE"]
+        # Without rabbitmqctl or RABBITMQ_MANAGEMENT_URL the worker declares the queues
+        # but cannot set the policies, and says so.
+        with proj.worker("--concurrency", "1", PATH=elsewhere) as worker:
+            pass
+        assert "a message it rejects is dropped" in worker.log()
+
+        code, found = checks(proj, PATH=elsewhere)
+        unread = found["dead-letter queues"]
+        assert code == 1 and not unread["ok"], unread
+        assert "RABBITMQ_MANAGEMENT_URL is empty" in unread["detail"]
+        assert "a message the worker rejects is dropped" in unread["detail"]
+        assert "queue provision" in unread["fix"]
+        assert "rabbitmqctl set_policy --vhost / --priority 10" in unread["fix"]
+        assert all(c["ok"] for name, c in found.items() if name != "dead-letter queues")
+
+        # Where rabbitmqctl reaches the broker, doctor reads the policies: none is set.
+        code, found = checks(proj)
+        unset = found["dead-letter queues"]
+        assert code == 1 and not unset["ok"], unset
+        assert f"{namespace}.default.dead-letters" in unset["detail"]
+        assert "Run `queue provision`" in unset["fix"]
+
+        provisioned = proj.run("queue", "provision")
+        assert provisioned.returncode == 0, provisioned.stderr
+        code, found = checks(proj)
+    assert code == 0, found
+    assert "dead-letter policy set" in found["dead-letter queues"]["detail"]
+
+
+@pytest.mark.parametrize("project", ["rabbitmq"], indirect=True)
+def test_a_management_api_out_of_reach_fails_the_dead_letter_check(project: Project) -> None:
+    code, found = checks(project, RABBITMQ_MANAGEMENT_URL="http://guest:secret@127.0.0.1:9")
+    dead_letters = found["dead-letter queues"]
+    assert code == 1 and not dead_letters["ok"]
+    assert (
+        "Cannot reach the management API at http://guest:***@127.0.0.1:9"
+        in (dead_letters["detail"])
+    )
+    assert "secret" not in json.dumps(found)

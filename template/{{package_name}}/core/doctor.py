@@ -192,6 +192,8 @@ def check_dead_letter_queues(settings: Settings) -> Check:
     if kind == "amqp":
         missing = [d.queue for d in dead if d.messages is None]
         fix = "Start a worker once (it declares them), or declare them with your broker tooling."
+        if not missing:
+            return _check_rabbitmq_policies(settings, dead)
     elif kind == "sqs":
         from .provision import missing_redrive
 
@@ -208,6 +210,48 @@ def check_dead_letter_queues(settings: Settings) -> Check:
         "dead-letter queues",
         True,
         f"{len(dead)} declared: " + ", ".join(d.queue for d in dead),
+    )
+
+
+def _check_rabbitmq_policies(settings: Settings, dead: list[Any]) -> Check:
+    """RabbitMQ: a lane routes what it rejects to its dead-letter queue only under its policy.
+
+    Without the policy the broker drops a message the worker rejects: the queues
+    alone are not enough, and policies doctor cannot read are not taken as set.
+    """
+    from .policies import (
+        PolicyUnavailableError,
+        how_to_set,
+        lane_policies,
+        manual_commands,
+        missing_policies,
+    )
+
+    name = "dead-letter queues"
+    try:
+        missing = missing_policies(settings)
+    except PolicyUnavailableError as exc:
+        return Check(
+            name,
+            False,
+            f"{exc} Without them a message the worker rejects is dropped.",
+            how_to_set(lane_policies(settings)),
+        )
+    if missing:
+        return Check(
+            name,
+            False,
+            "dead-letter policies not set as wanted: "
+            + ", ".join(p.name for p in missing)
+            + ". Without them a message the worker rejects is dropped.",
+            "Run `queue provision` (a worker sets them too, once it is quiet), or apply them "
+            "on the broker:\n" + manual_commands(missing),
+        )
+    return Check(
+        name,
+        True,
+        f"{len(dead)} declared, each lane's dead-letter policy set: "
+        + ", ".join(d.queue for d in dead),
     )
 
 

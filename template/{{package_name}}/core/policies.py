@@ -149,16 +149,21 @@ def apply_policies(settings: Settings, policies: list[Policy] | None = None) -> 
     policies = policies if policies is not None else lane_policies(settings)
     if settings.rabbitmq_management_url:
         return _apply_over_http(settings, policies)
-    ctl = shutil.which("rabbitmqctl")
-    host = urlsplit(settings.effective_broker_url).hostname or "localhost"
-    if ctl and host in LOOPBACK_HOSTS:
+    ctl = _local_rabbitmqctl(settings)
+    if ctl is not None:
         return _apply_with_rabbitmqctl(ctl, policies)
     raise PolicyUnavailableError(
         "Cannot set the lanes' dead-letter policies from here: AMQP cannot set policies, "
         "RABBITMQ_MANAGEMENT_URL is empty and no rabbitmqctl reaches the broker.\n"
-        "Set RABBITMQ_MANAGEMENT_URL (e.g. http://user:password@rabbit:15672) and run "
-        "`queue provision`, or apply them on the broker:\n" + manual_commands(policies)
+        + how_to_set(policies)
     )
+
+
+def _local_rabbitmqctl(settings: Settings) -> str | None:
+    """rabbitmqctl on PATH, when the broker runs on this machine (it reaches no other)."""
+    ctl = shutil.which("rabbitmqctl")
+    host = urlsplit(settings.effective_broker_url).hostname or "localhost"
+    return ctl if ctl and host in LOOPBACK_HOSTS else None
 
 
 def _same(policy: Policy, found: dict[str, Any]) -> bool:
@@ -178,11 +183,15 @@ def _same(policy: Policy, found: dict[str, Any]) -> bool:
     )
 
 
-def _missing_policies(ctl: str, policies: list[Policy]) -> list[Policy]:
-    """The policies the broker does not hold as they are; all of them if it cannot tell.
+def _not_held(policies: list[Policy], found: list[dict[str, Any]]) -> list[Policy]:
+    """The policies that are not among those found on the broker, to the letter."""
+    return [p for p in policies if not any(_same(p, row) for row in found)]
 
-    A worker restarts far more often than its lanes change: then one
-    `list_policies` is all it runs, and nothing on the broker is set again.
+
+def _listed_with_rabbitmqctl(ctl: str, policies: list[Policy]) -> list[dict[str, Any]]:
+    """The policies the broker holds in the vhosts of `policies`, as rabbitmqctl lists them.
+
+    Raises PolicyUnavailableError, saying why, when rabbitmqctl cannot list them.
     """
     found: list[dict[str, Any]] = []
     for vhost in sorted({policy.vhost for policy in policies}):
@@ -193,13 +202,29 @@ def _missing_policies(ctl: str, policies: list[Policy]) -> list[Policy]:
                 text=True,
                 timeout=30,
             )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise PolicyUnavailableError(f"rabbitmqctl list_policies failed: {exc}") from None
+        try:
             rows = json.loads(listed.stdout) if listed.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired, ValueError):
+        except ValueError:
             rows = None
         if not isinstance(rows, list):
-            return policies
+            detail = (listed.stderr or listed.stdout).strip() or f"exit {listed.returncode}"
+            raise PolicyUnavailableError(f"rabbitmqctl list_policies failed: {detail}")
         found.extend(row for row in rows if isinstance(row, dict) and row.get("vhost") == vhost)
-    return [p for p in policies if not any(_same(p, row) for row in found)]
+    return found
+
+
+def _missing_policies(ctl: str, policies: list[Policy]) -> list[Policy]:
+    """The policies the broker does not hold as they are; all of them if it cannot tell.
+
+    A worker restarts far more often than its lanes change: then one
+    `list_policies` is all it runs, and nothing on the broker is set again.
+    """
+    try:
+        return _not_held(policies, _listed_with_rabbitmqctl(ctl, policies))
+    except PolicyUnavailableError:
+        return policies
 
 
 def _apply_with_rabbitmqctl(ctl: str, policies: list[Policy]) -> str:
@@ -230,7 +255,14 @@ def _apply_with_rabbitmqctl(ctl: str, policies: list[Policy]) -> str:
     )
 
 
-def _apply_over_http(settings: Settings, policies: list[Policy]) -> str:
+def _management_call(
+    settings: Settings, path: str, what: str, body: dict[str, Any] | None = None
+) -> Any:
+    """One call of the management API at RABBITMQ_MANAGEMENT_URL: a PUT of `body`, else a GET.
+
+    Returns the decoded answer of a GET; raises PolicyUnavailableError saying why
+    `what` (e.g. "the policy x") failed.
+    """
     parts = urlsplit(settings.rabbitmq_management_url)
     broker = urlsplit(settings.effective_broker_url)
     user = unquote(parts.username or broker.username or "guest")
@@ -239,29 +271,71 @@ def _apply_over_http(settings: Settings, policies: list[Policy]) -> str:
     base = f"{parts.scheme or 'http'}://{parts.hostname}{port}{parts.path.rstrip('/')}"
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     safe = mask_password(settings.rabbitmq_management_url)
+    request = urllib.request.Request(
+        f"{base}/api/{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        method="GET" if body is None else "PUT",
+        headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read() or b"null") if body is None else None
+    except urllib.error.HTTPError as exc:
+        raise PolicyUnavailableError(
+            f"The management API at {safe} refused {what}: HTTP {exc.code} {exc.reason}. "
+            "The user needs the 'policymaker' or 'administrator' tag on the vhost."
+        ) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise PolicyUnavailableError(
+            f"Cannot reach the management API at {safe}: {exc}. Is the "
+            "rabbitmq_management plugin enabled (rabbitmq-plugins enable rabbitmq_management)?"
+        ) from None
+
+
+def _apply_over_http(settings: Settings, policies: list[Policy]) -> str:
     for policy in policies:
         body = {k: v for k, v in policy.as_dict().items() if k not in ("vhost", "name")}
-        request = urllib.request.Request(
-            f"{base}/api/policies/{quote(policy.vhost, safe='')}/{quote(policy.name, safe='')}",
-            data=json.dumps(body).encode(),
-            method="PUT",
-            headers={"Content-Type": "application/json", "Authorization": f"Basic {token}"},
+        where = f"policies/{quote(policy.vhost, safe='')}/{quote(policy.name, safe='')}"
+        _management_call(settings, where, f"the policy {policy.name}", body)
+    return f"the management API at {mask_password(settings.rabbitmq_management_url)}"
+
+
+def _listed_over_http(settings: Settings, policies: list[Policy]) -> list[dict[str, Any]]:
+    """The policies the broker holds in the vhosts of `policies`, from the management API."""
+    found: list[dict[str, Any]] = []
+    for vhost in sorted({policy.vhost for policy in policies}):
+        rows = _management_call(settings, f"policies/{quote(vhost, safe='')}", "the policies")
+        if not isinstance(rows, list):
+            raise PolicyUnavailableError("The management API did not answer a list of policies.")
+        found.extend(row for row in rows if isinstance(row, dict))
+    return found
+
+
+def missing_policies(settings: Settings) -> list[Policy]:
+    """The lanes' dead-letter policies the broker does not hold as wanted (none: all set).
+
+    Read the way `apply_policies` sets them: through RABBITMQ_MANAGEMENT_URL when
+    set, else `rabbitmqctl` when the broker runs on this machine. Raises
+    PolicyUnavailableError, with how to set them, when they cannot be read.
+    """
+    policies = lane_policies(settings)
+    if settings.rabbitmq_management_url:
+        return _not_held(policies, _listed_over_http(settings, policies))
+    ctl = _local_rabbitmqctl(settings)
+    if ctl is None:
+        raise PolicyUnavailableError(
+            "Cannot read the lanes' dead-letter policies from here: AMQP cannot read policies, "
+            "RABBITMQ_MANAGEMENT_URL is empty and no rabbitmqctl reaches the broker."
         )
-        try:
-            with urllib.request.urlopen(request, timeout=10):
-                pass
-        except urllib.error.HTTPError as exc:
-            raise PolicyUnavailableError(
-                f"The management API at {safe} refused the policy {policy.name}: HTTP "
-                f"{exc.code} {exc.reason}. The user needs the 'policymaker' or "
-                "'administrator' tag on the vhost."
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise PolicyUnavailableError(
-                f"Cannot reach the management API at {safe}: {exc}. Is the "
-                "rabbitmq_management plugin enabled (rabbitmq-plugins enable rabbitmq_management)?"
-            ) from None
-    return f"the management API at {safe}"
+    return _not_held(policies, _listed_with_rabbitmqctl(ctl, policies))
+
+
+def how_to_set(policies: list[Policy]) -> str:
+    """What an operator does to set these policies."""
+    return (
+        "Set RABBITMQ_MANAGEMENT_URL (e.g. http://user:password@rabbit:15672) and run "
+        "`queue provision`, or apply them on the broker:\n" + manual_commands(policies)
+    )
 
 
 def apply_at_start(settings: Settings) -> str:
