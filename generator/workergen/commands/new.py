@@ -202,7 +202,10 @@ def next_commands(path: Path, package: str) -> list[str]:
     commands = []
     if path.expanduser().resolve() != Path.cwd():
         commands.append(f"cd {shlex.quote(str(path))}")
+    # The project's dependencies (Celery, ...) go into an environment of its own:
+    # without them the first command below fails on `import celery`.
     commands += [
+        "python -m venv .venv && . .venv/bin/activate",
         "python -m pip install -e '.[dev]'",
         "cp .env.example .env",
         f"python -m {package} queue work                # in one terminal",
