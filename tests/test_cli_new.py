@@ -440,6 +440,61 @@ def test_a_file_as_target_is_refused_even_with_force(tmp_path: Path):
     assert target.read_text() == "a file\n"
 
 
+def test_a_path_under_a_file_is_refused_in_a_message(tmp_path: Path):
+    afile = tmp_path / "afile"
+    afile.write_text("a file\n")
+
+    result = run("new", str(afile / "proj"), "--defaults")
+
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: cannot create {afile / 'proj'}: ")
+    assert f"{afile} is a file, not a directory" in result.output
+    assert "Traceback" not in result.output and "FileExistsError" not in result.output
+    assert tree(tmp_path) == {"afile"}
+    assert afile.read_text() == "a file\n"
+
+
+def test_a_path_deeper_under_a_file_is_refused_too(tmp_path: Path):
+    (tmp_path / "afile").write_text("")
+
+    result = run("new", str(tmp_path / "afile" / "a" / "b" / "proj"), "--defaults", "--pretend")
+
+    assert result.exit_code == 1, result.output
+    assert "afile is a file, not a directory" in result.output
+    assert tree(tmp_path) == {"afile"}
+
+
+def test_a_place_that_cannot_be_written_is_refused_in_a_message(tmp_path: Path):
+    # /sys refuses a new directory to every user, root included (os.access does not
+    # tell root so: then the attempt does).
+    target = Path("/sys") / f"workergen-{tmp_path.name}" / "proj"
+
+    result = run("new", str(target), "--defaults")
+
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: cannot create {target}: ")
+    assert "Traceback" not in result.output
+    assert not target.parent.exists()
+
+
+def test_the_next_steps_start_with_an_environment_and_the_install(tmp_path: Path):
+    result = run("new", str(tmp_path / "billing"), "--defaults")
+
+    assert result.exit_code == 0, result.output
+    steps = result.output.split("Next steps:\n", 1)[1].splitlines()
+    commands = [line.split("#")[0].strip() for line in steps]
+    assert commands[:4] == [
+        f"cd {tmp_path / 'billing'}",
+        "python -m venv .venv && . .venv/bin/activate",
+        "python -m pip install -e '.[dev]'",
+        "cp .env.example .env",
+    ]
+    assert commands[4] == "python -m billing queue work"
+    # What the install step installs: the project's own dependencies, Celery first.
+    pyproject = (tmp_path / "billing" / "pyproject.toml").read_text()
+    assert '"celery[redis]' in pyproject and "dev = [" in pyproject
+
+
 def test_pretend_writes_nothing(tmp_path: Path):
     target = tmp_path / "billing"
     result = run("new", str(target), "--defaults", "--pretend")
@@ -488,6 +543,15 @@ TEMPLATE_SYNTAX = "{{ 7*7 }}"
         (["--broker", "kafka"], "must be one of"),
         (["--result-backend", "memcached"], "must be one of"),
         (["--data", "colour=red"], "Known questions: project_name"),
+        (["--data", "sqs_regoin=eu-west-3"], "unknown question 'sqs_regoin'"),
+        # Asked only on SQS: on a Redis project the answer would be dropped without a word.
+        (["--data", "sqs_region=mars"], "sqs_region is not asked for these answers"),
+        (["--data", "sqs_region=eu-west-3"], "asks it only when broker == 'sqs'"),
+        (["--data", "rabbitmq_queue_type=quorum"], "asks it only when broker == 'rabbitmq'"),
+        (
+            ["--broker", "sqs", "--data", "rabbitmq_queue_type=quorum"],
+            "rabbitmq_queue_type is not asked for these answers",
+        ),
         (["--data", "novalue"], "KEY=VALUE"),
         (["--package", "one", "--data", "package_name=two"], "given twice"),
     ],

@@ -19,6 +19,7 @@ from workergen.errors import (
     InvalidAnswerError,
     MalformedDataError,
     MissingAnswersError,
+    UnaskedAnswerError,
     UnknownDataKeyError,
 )
 from workergen.questions import Question, Questionnaire
@@ -233,6 +234,13 @@ def collect_answers(
     context: dict[str, Any] = dict(base_context or {})
     for question in questionnaire.questions:
         if not is_enabled(question, context, env):
+            if question.name in given:
+                # Copier would drop the answer without a word; the user meant something by it.
+                raise UnaskedAnswerError(
+                    question=question.name,
+                    flag=flag_for(question, flag_names),
+                    condition=condition_text(question.when),
+                )
             if question.computed:
                 _add_computed(question, context, env)
             continue
@@ -268,6 +276,16 @@ def collect_answers(
         answers[question.name] = value
         context[question.name] = value
     return answers
+
+
+def condition_text(when: bool | str) -> str:
+    """A question's `when` as a person reads it: `{{ broker == 'sqs' }}` gives `broker == 'sqs'`."""
+    if isinstance(when, bool):
+        return "never" if not when else "always"
+    text = when.strip()
+    if text.startswith("{{") and text.endswith("}}"):
+        text = text[2:-2].strip()
+    return text
 
 
 def _cast_or_reject(question: Question, raw: Any, flag: str) -> Any:

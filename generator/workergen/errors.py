@@ -65,6 +65,17 @@ class UnknownDataKeyError(UserMessageError):
         )
 
 
+class UnaskedAnswerError(UserMessageError):
+    """An answer to a question that the other answers leave unasked (its `when` is false)."""
+
+    def __init__(self, *, question: str, flag: str, condition: str) -> None:
+        self.question = question
+        super().__init__(
+            f"{question} is not asked for these answers: copier.yml asks it only when {condition}",
+            hint=f"Drop {flag.split('=')[0]}, or change the answers it depends on.",
+        )
+
+
 class MalformedDataError(UserMessageError):
     """`--data` is not of the form KEY=VALUE."""
 
@@ -119,6 +130,36 @@ class TargetNotADirectoryError(UserMessageError):
 
     def __init__(self, *, path: Path) -> None:
         super().__init__(f"{path} exists and is not a directory")
+
+
+class TargetUnderAFileError(UserMessageError):
+    """A part of the target's path is a file, so the target cannot be created."""
+
+    def __init__(self, *, path: Path, file: Path) -> None:
+        super().__init__(
+            f"cannot create {path}: {file} is a file, not a directory",
+            hint="Choose a path whose folders are directories (or do not exist yet).",
+        )
+
+
+class TargetNotWritableError(UserMessageError):
+    """This user may not create files where the project would go."""
+
+    def __init__(self, *, path: Path, directory: Path) -> None:
+        super().__init__(
+            f"cannot create {path}: {directory} is not writable by this user",
+            hint="Choose a path you may write to, or change the directory's permissions.",
+        )
+
+
+class TargetNotCreatedError(UserMessageError):
+    """The target's directory (or its parents) could not be created."""
+
+    def __init__(self, *, path: Path, reason: str) -> None:
+        super().__init__(
+            f"cannot create {path}: {reason}",
+            hint="Choose another path; nothing was written.",
+        )
 
 
 class RenderError(UserMessageError):

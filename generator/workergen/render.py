@@ -17,7 +17,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workergen.copier_run import CopierFailedError, copy_template, failure_reason
-from workergen.errors import RenderError, TargetNotADirectoryError, TargetNotEmptyError
+from workergen.errors import (
+    RenderError,
+    TargetNotADirectoryError,
+    TargetNotCreatedError,
+    TargetNotEmptyError,
+    TargetNotWritableError,
+    TargetUnderAFileError,
+)
 from workergen.template_source import TemplateSource
 
 
@@ -30,13 +37,27 @@ class RenderedFile:
 
 
 def check_target(target: Path, *, force: bool) -> None:
-    """Refuse a target that is a file, or a non-empty directory unless `force`."""
-    if not (target.exists() or target.is_symlink()):
+    """Refuse a target that cannot become the project's directory, before anything is asked.
+
+    Refused: a target that is a file, a non-empty directory unless `force`, a path
+    under a file, and a place this user may not write to.
+    """
+    if target.exists() or target.is_symlink():
+        if not target.is_dir():
+            raise TargetNotADirectoryError(path=target)
+        if not force and any(target.iterdir()):
+            raise TargetNotEmptyError(path=target)
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise TargetNotWritableError(path=target, directory=target)
         return
-    if not target.is_dir():
-        raise TargetNotADirectoryError(path=target)
-    if not force and any(target.iterdir()):
-        raise TargetNotEmptyError(path=target)
+    existing = target.parent
+    while not (existing.exists() or existing.is_symlink()):
+        existing = existing.parent
+    if not existing.is_dir():
+        raise TargetUnderAFileError(path=target, file=existing)
+    # The parent directories and the staging directory beside the target are created here.
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise TargetNotWritableError(path=target, directory=existing)
 
 
 def render_project(
@@ -60,9 +81,16 @@ def render_project(
         return []
 
     new_dirs = _missing_dirs(target.parent)
-    target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.workergen-{secrets.token_hex(4)}"
-    staging.mkdir()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+    except OSError as error:
+        for directory in new_dirs:
+            _remove_if_empty(directory)
+        # check_target saw nothing wrong: a place only the attempt tells about (a
+        # read-only file system, a path the system refuses even to root).
+        raise TargetNotCreatedError(path=target, reason=error.strerror or str(error)) from None
     try:
         _run_copier(source, staging, answers, pretend=False)
         rendered = _list_files(staging, target)
