@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections import Counter
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .errors import ProjectError
 from .log import printable
+
+if TYPE_CHECKING:
+    from .deadletter import DeadLetterStore, Unreached
 
 dlq_app = typer.Typer(
     help="Dead letters: jobs that failed for good, list them, fix the bug, replay them.",
@@ -19,12 +24,61 @@ dlq_app = typer.Typer(
 
 LaneOption = Annotated[str | None, typer.Option(help="Only this lane. Default: every lane.")]
 
+# A progress line on stderr every so many letters (replay, purge; list and show
+# only once they have run a while).
+PROGRESS_EVERY = 100
+QUIET_READ_SECONDS = 2.0
+# The exit code of a replay or purge that could not reach every letter: run it again.
+EX_TEMPFAIL = 75
 
-def _store():
+
+class Progress:
+    """Counts letters as a store gets through them, a line on stderr every PROGRESS_EVERY."""
+
+    def __init__(self, quiet_for: float = 0.0) -> None:
+        self.counts: Counter[str] = Counter()
+        self.started = time.monotonic()
+        self.quiet_for = quiet_for
+
+    def __call__(self, what: str, count: int) -> None:
+        before = self.counts[what]
+        self.counts[what] += count
+        elapsed = time.monotonic() - self.started
+        crossed = before // PROGRESS_EVERY != self.counts[what] // PROGRESS_EVERY
+        if crossed and elapsed >= self.quiet_for:
+            typer.echo(f"... {self.counts[what]} {what} ({elapsed:.0f} s)", err=True)
+
+
+def _store() -> DeadLetterStore:
     from .deadletter import store_for
     from .settings import get_settings
 
     return store_for(get_settings())
+
+
+def _store_with(progress: Progress) -> DeadLetterStore:
+    """The store, telling `progress` of each letter it gets through."""
+    store = _store()
+    store.progress = progress
+    return store
+
+
+def _unreached_lines(unreached: Unreached, verb: str) -> list[str]:
+    """What a command could not reach, said so its count is not taken for all of them."""
+    lines = []
+    if unreached.in_flight:
+        lines.append(
+            f"{unreached.in_flight} dead letter(s) in flight (hidden by another reader): "
+            f"not {verb}; run again in {unreached.retry_after} s at most"
+        )
+    if unreached.readers:
+        lines.append(
+            f"{unreached.readers} other reader(s) of the dead-letter queue: letters they "
+            f"hold unacknowledged are not {verb} and come back to the queue when they let go"
+        )
+    if unreached.timed_out:
+        lines.append(f"stopped at the time bound with letters not {verb}: run again for the rest")
+    return lines
 
 
 @dlq_app.command("list")
@@ -33,9 +87,10 @@ def dlq_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """List dead letters, oldest first."""
-    store = _store()
+    store = _store_with(Progress(quiet_for=QUIET_READ_SECONDS))
     try:
         letters = store.list(lane)
+        unreached = store.unreached(lane)
     finally:
         store.close()
     for letter in letters:
@@ -50,14 +105,22 @@ def dlq_list(
         typer.echo(printable(line, newlines=False))
     if not as_json:
         typer.echo(f"{len(letters)} dead letter(s)", err=True)
+    for line in _unreached_lines(unreached, "listed"):
+        typer.echo(line, err=True)
 
 
 @dlq_app.command("show")
 def dlq_show(letter_id: Annotated[str, typer.Argument(help="The id `dlq list` shows.")]) -> None:
     """Everything known about one dead letter: arguments, error, traceback, message."""
-    store = _store()
+    from .deadletter import DeadLetterNotFoundError
+
+    store = _store_with(Progress(quiet_for=QUIET_READ_SECONDS))
     try:
-        letter = store.show(letter_id)
+        try:
+            letter = store.show(letter_id)
+        except DeadLetterNotFoundError as exc:
+            unreached = _unreached_lines(store.unreached(), "searched")
+            raise ProjectError("\n".join([str(exc), *unreached])) from None
     finally:
         store.close()
     for label, value in (
@@ -95,17 +158,25 @@ def dlq_replay(
     """Put a job back on its lane with fresh attempts (after fixing what made it fail)."""
     if bool(letter_id) == replay_all:
         raise ProjectError("Give one dead letter id, or --all (optionally with --lane).")
-    store = _store()
+    progress = Progress()
+    store = _store_with(progress)
     try:
         if letter_id:
             typer.echo(f"replayed {letter_id} as {store.replay(letter_id)}")
             return
         new_ids = store.replay_all(lane)
+        unreached = store.unreached(lane)
     finally:
         store.close()
     for new_id in new_ids:
         typer.echo(f"replayed as {new_id}")
     typer.echo(f"{len(new_ids)} dead letter(s) replayed")
+    if progress.counts["skipped"]:
+        typer.echo(
+            f"{progress.counts['skipped']} dead letter(s) cannot be replayed (not a JSON job): "
+            "left in place; inspect them with `dlq show`, then purge them"
+        )
+    _end_with(unreached, "replayed")
 
 
 @dlq_app.command("purge")
@@ -119,12 +190,23 @@ def dlq_purge(
         raise ProjectError("Purging deletes dead letters for good: pass --yes to confirm.")
     if not yes and not typer.confirm(f"Delete the dead letters of {where}?", default=False):
         raise ProjectError("Nothing purged.")
-    store = _store()
+    store = _store_with(Progress())
     try:
         removed = store.purge(lane)
+        unreached = store.unreached(lane)
     finally:
         store.close()
     typer.echo(f"purged {removed} dead letter(s) from {where}")
+    _end_with(unreached, "purged")
+
+
+def _end_with(unreached: Unreached, verb: str) -> None:
+    """Say what was out of reach; exit EX_TEMPFAIL then, so a script runs the command again."""
+    lines = _unreached_lines(unreached, verb)
+    for line in lines:
+        typer.echo(line)
+    if lines:
+        raise typer.Exit(EX_TEMPFAIL)
 
 
 def _first_line(text: str | None) -> str:

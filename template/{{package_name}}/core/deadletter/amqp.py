@@ -18,6 +18,7 @@ from typing import Any
 from kombu import Connection, Producer, Queue
 from kombu.message import Message
 
+from ..bodies import BodyError, decode_bounded
 from ..config import dead_letter_queues
 from ..dispatch import broker_guard
 from ..queues import DEFAULT_LANE, dead_letter_queue
@@ -28,8 +29,10 @@ from . import (
     DeadLetter,
     DeadLetterNotFoundError,
     DeadLetterStore,
+    Unreached,
     lanes_of,
     letter_from_message,
+    note_unreadable_body,
     send_again,
 )
 
@@ -97,6 +100,7 @@ class AmqpDeadLetterStore(DeadLetterStore):
             message = queue.get(no_ack=False)
             if message is None:
                 return
+            self.advanced("read")
             yield message, to_letter(message, lane)
 
     def list(self, lane: str | None = None) -> list[DeadLetter]:
@@ -137,9 +141,13 @@ class AmqpDeadLetterStore(DeadLetterStore):
                 channel = connection.channel()
                 try:
                     for message, letter in self._scan(channel, name):
-                        if letter.replayable:
-                            replayed.append(send_again(letter, self.settings))
-                            message.ack()
+                        if not letter.replayable:
+                            self.advanced("skipped")
+                            continue
+                        # Acknowledged once the broker confirmed the new message.
+                        replayed.append(send_again(letter, self.settings))
+                        message.ack()
+                        self.advanced("replayed")
                 finally:
                     channel.close()
         return replayed
@@ -152,10 +160,30 @@ class AmqpDeadLetterStore(DeadLetterStore):
                 for name in lanes_of(lane):
                     queue = self._queue(name).bind(channel)
                     queue.declare()
-                    removed += queue.purge() or 0
+                    purged = queue.purge() or 0
+                    self.advanced("purged", purged)
+                    removed += purged
             finally:
                 channel.close()
         return removed
+
+    def unreached(self, lane: str | None = None) -> Unreached:
+        """Other consumers of the dead-letter queues: AMQP counts no letter they hold.
+
+        A queue's message count is of the letters ready to deliver; those another
+        client holds unacknowledged are in no count AMQP gives, and come back to
+        the queue when it acknowledges nothing and lets go.
+        """
+        readers = 0
+        with self._connection() as connection:
+            channel = connection.channel()
+            try:
+                for name in lanes_of(lane):
+                    _, _, consumers = self._queue(name).bind(channel).queue_declare(passive=True)
+                    readers += consumers
+            finally:
+                channel.close()
+        return Unreached(readers=readers)
 
 
 def to_letter(message: Message, lane: str) -> DeadLetter:
@@ -180,12 +208,14 @@ def _read_letter(message: Message, lane: str) -> DeadLetter:
     headers = dict(message.headers or {})
     info_raw = headers.pop(INFO_HEADER, None)
     deaths = headers.get("x-death") or []
-    info: dict[str, Any] = {}
+    info: Any = {}
     if info_raw:
         try:
-            info = json.loads(info_raw)
-        except (TypeError, ValueError):
+            info = decode_bounded(info_raw)
+        except BodyError:
             info = {}
+    if not isinstance(info, dict):  # tampered: what the message itself says is kept
+        info = {}
     letter = letter_from_message(
         body=message.body,
         headers=headers,
@@ -198,6 +228,8 @@ def _read_letter(message: Message, lane: str) -> DeadLetter:
         attempts=int(info.get("attempts") or _broker_attempts(deaths, headers)),
         fallback_id=message.properties.get("message_id"),
     )
+    if not info_raw:  # moved by RabbitMQ itself: say why its body holds no job
+        note_unreadable_body(letter)
     if isinstance(info.get("truncated"), dict):
         letter.truncated = {**letter.truncated, **info["truncated"]}
     if info.get("first_failed_at"):

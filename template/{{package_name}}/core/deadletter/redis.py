@@ -16,6 +16,9 @@ from ..queues import DEFAULT_LANE, dead_letter_queue
 from ..settings import Settings, mask_password
 from . import CORRUPT, DeadLetter, DeadLetterNotFoundError, DeadLetterStore, lanes_of, send_again
 
+# Records read by one HSCAN call.
+SCAN_PAGE = 100
+
 
 class RedisDeadLetterStore(DeadLetterStore):
     """Dead letters as records in the broker's Redis."""
@@ -54,10 +57,17 @@ class RedisDeadLetterStore(DeadLetterStore):
         letters = []
         with self._guard():
             for name in lanes_of(lane):
-                letters.extend(
-                    DeadLetter.from_record(raw, record_id=_text(field), lane=name)
-                    for field, raw in self.client.hgetall(self.key(name)).items()
-                )
+                # A page at a time: a record may hold a megabyte of body. HSCAN may
+                # return a record twice (the hash grew meanwhile): each is kept once.
+                found: dict[str, DeadLetter] = {}
+                for field, raw in self.client.hscan_iter(self.key(name), count=SCAN_PAGE):
+                    record_id = _text(field)
+                    if record_id not in found:
+                        found[record_id] = DeadLetter.from_record(
+                            raw, record_id=record_id, lane=name
+                        )
+                        self.advanced("read")
+                letters.extend(found.values())
         return sorted(letters, key=lambda letter: (letter.last_failed_at or "", letter.id))
 
     def _find(self, letter_id: str) -> tuple[str, DeadLetter]:
@@ -85,7 +95,9 @@ class RedisDeadLetterStore(DeadLetterStore):
             for name in lanes_of(lane):
                 pipe = self.client.pipeline(transaction=True)
                 pipe.hlen(self.key(name)).delete(self.key(name))
-                removed += int(pipe.execute()[0])
+                purged = int(pipe.execute()[0])
+                self.advanced("purged", purged)
+                removed += purged
         return removed
 
     def close(self) -> None:

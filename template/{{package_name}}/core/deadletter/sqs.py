@@ -10,7 +10,8 @@ are made visible again at once unless they are deleted. A pass over a queue
 hides what it read for READ_HIDE_SECONDS, longer than the pass may last
 (READ_PASS_SECONDS), so no letter shows up twice and the pass ends: when SQS
 has nothing more, when it hands back a letter the pass already read, or at
-that bound.
+that bound. Letters another reader holds hidden are out of reach: SQS counts
+them (ApproximateNumberOfMessagesNotVisible) and `unreached` reports them.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..bodies import BodyError, decode_bounded
 from ..errors import QueueUnavailableError
 from ..queues import DEFAULT_LANE, dead_letter_queue, sqs_queue_name
 from ..settings import Settings
@@ -33,8 +34,10 @@ from . import (
     DeadLetter,
     DeadLetterNotFoundError,
     DeadLetterStore,
+    Unreached,
     lanes_of,
     letter_from_message,
+    note_unreadable_body,
     send_again,
     with_body_preview,
 )
@@ -67,6 +70,8 @@ class SqsDeadLetterStore(DeadLetterStore):
         self.settings = settings
         self.client = client or sqs_client(settings)
         self._urls: dict[str, str] = {}
+        # A pass stopped at READ_PASS_SECONDS with letters left unread.
+        self.timed_out = False
 
     def queue_name(self, lane: str) -> str:
         return sqs_queue_name(dead_letter_queue(lane, self.settings.queue_namespace))
@@ -111,22 +116,32 @@ class SqsDeadLetterStore(DeadLetterStore):
                 MessageAttributes={RECORD_ATTRIBUTE: {"DataType": "String", "StringValue": "1"}},
             )
 
-    def _receive_all(self, lane: str) -> list[_Received]:
-        """Every message of a lane's dead-letter queue, once, hidden until released or deleted."""
-        received: list[_Received] = []
+    def _pass(self, lane: str) -> Iterator[list[_Received]]:
+        """A lane's letters batch by batch, each once, hidden until released or deleted."""
         seen: set[str] = set()
+        url = self._url(lane)
         deadline = time.monotonic() + READ_PASS_SECONDS
         for batch in self._batches(lane, READ_HIDE_SECONDS):
             fresh = [message for message in batch if message["MessageId"] not in seen]
-            received.extend(
-                _Received(self._letter(message, lane), self._url(lane), message["ReceiptHandle"])
-                for message in fresh
-            )
+            again = [message for message in batch if message["MessageId"] in seen]
             seen.update(message["MessageId"] for message in fresh)
-            if len(fresh) < len(batch) or time.monotonic() > deadline:
+            received = [
+                _Received(self._letter(message, lane), url, message["ReceiptHandle"])
+                for message in fresh
+            ]
+            self.advanced("read", len(received))
+            yield received
+            if again:
                 # A letter came round again: the pass has read the whole queue.
-                break
-        return received
+                self._release_handles(url, [message["ReceiptHandle"] for message in again])
+                return
+            if time.monotonic() > deadline:
+                self.timed_out = True
+                return
+
+    def _receive_all(self, lane: str) -> list[_Received]:
+        """Every message of a lane's dead-letter queue, once, hidden until released or deleted."""
+        return [item for batch in self._pass(lane) for item in batch]
 
     def _batches(self, lane: str, hide: int) -> Iterator[list[dict[str, Any]]]:
         """Receive a lane's dead-letter queue, ten at a time, until SQS has nothing more."""
@@ -149,7 +164,8 @@ class SqsDeadLetterStore(DeadLetterStore):
         if RECORD_ATTRIBUTE in message.get("MessageAttributes", {}):
             return DeadLetter.from_record(message["Body"], record_id=record_id, lane=lane)
         try:
-            return moved_by_redrive(message, lane, self.settings.task_max_deliveries)
+            letter = moved_by_redrive(message, lane, self.settings.task_max_deliveries)
+            return note_unreadable_body(letter)
         except (TypeError, ValueError, AttributeError) as exc:  # a tampered envelope
             problem = f"{type(exc).__name__}: {exc}"
             return DeadLetter.corrupt(
@@ -157,18 +173,33 @@ class SqsDeadLetterStore(DeadLetterStore):
             )
 
     def _release(self, items: list[_Received]) -> None:
-        for start in range(0, len(items), BATCH):
-            chunk = items[start : start + BATCH]
+        by_queue: dict[str, list[str]] = {}
+        for item in items:
+            by_queue.setdefault(item.queue_url, []).append(item.receipt_handle)
+        for url, handles in by_queue.items():
+            self._release_handles(url, handles)
+
+    def _release_handles(self, url: str, handles: list[str]) -> None:
+        """Make received letters visible again at once."""
+        for start in range(0, len(handles), BATCH):
             self.client.change_message_visibility_batch(
-                QueueUrl=chunk[0].queue_url,
+                QueueUrl=url,
                 Entries=[
-                    {"Id": str(n), "ReceiptHandle": item.receipt_handle, "VisibilityTimeout": 0}
-                    for n, item in enumerate(chunk)
+                    {"Id": str(n), "ReceiptHandle": handle, "VisibilityTimeout": 0}
+                    for n, handle in enumerate(handles[start : start + BATCH])
                 ],
             )
 
-    def _delete(self, item: _Received) -> None:
-        self.client.delete_message(QueueUrl=item.queue_url, ReceiptHandle=item.receipt_handle)
+    def _delete(self, items: list[_Received]) -> None:
+        for start in range(0, len(items), BATCH):
+            chunk = items[start : start + BATCH]
+            self.client.delete_message_batch(
+                QueueUrl=chunk[0].queue_url,
+                Entries=[
+                    {"Id": str(n), "ReceiptHandle": item.receipt_handle}
+                    for n, item in enumerate(chunk)
+                ],
+            )
 
     def list(self, lane: str | None = None) -> list[DeadLetter]:
         letters = []
@@ -191,16 +222,16 @@ class SqsDeadLetterStore(DeadLetterStore):
                     try:
                         yield match
                     finally:
-                        self._release_quietly(match)
+                        self._release_quietly([match])
                     return
         raise DeadLetterNotFoundError(letter_id=letter_id)
 
-    def _release_quietly(self, item: _Received) -> None:
+    def _release_quietly(self, items: list[_Received]) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        # Deleted already, or SQS shows it again after READ_HIDE_SECONDS anyway.
+        # Deleted already, or SQS shows them again after READ_HIDE_SECONDS anyway.
         with contextlib.suppress(BotoCoreError, ClientError):
-            self._release([item])
+            self._release(items)
 
     def show(self, letter_id: str) -> DeadLetter:
         with self._found(letter_id) as item:
@@ -210,8 +241,40 @@ class SqsDeadLetterStore(DeadLetterStore):
         with self._found(letter_id) as item:
             new_id = send_again(item.letter, self.settings)  # returns once SQS answered SendMessage
             with self._guard():
-                self._delete(item)
+                self._delete([item])
         return new_id
+
+    def replay_all(self, lane: str | None = None) -> list[str]:
+        """Replay batch by batch in one pass: each batch is deleted once its jobs are sent.
+
+        A crash between a send and its batch's delete duplicates at most a batch
+        (ten jobs), never loses one. Letters that cannot be replayed stay hidden
+        until the end of the pass (so it never meets them again), then are released.
+        """
+        new_ids: list[str] = []
+        kept: list[_Received] = []
+        try:
+            with self._guard():
+                for name in lanes_of(lane):
+                    for batch in self._pass(name):
+                        sent: list[_Received] = []
+                        done = 0
+                        try:
+                            for item in batch:
+                                if item.letter.replayable:
+                                    new_ids.append(send_again(item.letter, self.settings))
+                                    sent.append(item)
+                                    self.advanced("replayed")
+                                else:
+                                    kept.append(item)
+                                    self.advanced("skipped")
+                                done += 1
+                        finally:
+                            self._delete(sent)
+                            kept.extend(batch[done:])  # not reached: a send failed
+        finally:
+            self._release_quietly(kept)
+        return new_ids
 
     def purge(self, lane: str | None = None) -> int:
         """Delete every letter, batch by batch as it is received: the pass ends with the queue."""
@@ -219,6 +282,7 @@ class SqsDeadLetterStore(DeadLetterStore):
         with self._guard():
             for name in lanes_of(lane):
                 url = self._url(name)
+                deadline = time.monotonic() + READ_PASS_SECONDS
                 for batch in self._batches(name, READ_HIDE_SECONDS):
                     deleted = self.client.delete_message_batch(
                         QueueUrl=url,
@@ -227,8 +291,32 @@ class SqsDeadLetterStore(DeadLetterStore):
                             for n, message in enumerate(batch)
                         ],
                     )
-                    removed += len(deleted.get("Successful", []))
+                    purged = len(deleted.get("Successful", []))
+                    self.advanced("purged", purged)
+                    removed += purged
+                    if time.monotonic() > deadline:
+                        self.timed_out = True
+                        break
         return removed
+
+    def unreached(self, lane: str | None = None) -> Unreached:
+        """Letters hidden by another reader now, by SQS's count, and how long they may stay so.
+
+        A reader hides letters for its own visibility timeout: a `dlq` command
+        for READ_HIDE_SECONDS at most, anyone else for the queue's default.
+        """
+        in_flight, longest = 0, READ_HIDE_SECONDS
+        with self._guard():
+            for name in lanes_of(lane):
+                attributes = self.client.get_queue_attributes(
+                    QueueUrl=self._url(name),
+                    AttributeNames=["ApproximateNumberOfMessagesNotVisible", "VisibilityTimeout"],
+                )["Attributes"]
+                in_flight += int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0))
+                longest = max(longest, int(attributes.get("VisibilityTimeout", 0)))
+        return Unreached(
+            in_flight=in_flight, retry_after=longest if in_flight else 0, timed_out=self.timed_out
+        )
 
 
 def moved_by_redrive(message: dict[str, Any], lane: str, max_deliveries: int) -> DeadLetter:
@@ -257,8 +345,8 @@ def moved_by_redrive(message: dict[str, Any], lane: str, max_deliveries: int) ->
 def _envelope(raw: str) -> dict[str, Any]:
     for text in (raw, (_b64(raw) or b"").decode("utf-8", "replace")):
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = decode_bounded(text)
+        except BodyError:
             continue
         if isinstance(value, dict):
             return value
