@@ -33,6 +33,14 @@ def project(request, render) -> Path:
     return render(broker=request.param, result_backend="none", queue_namespace=NAMESPACE)
 
 
+@pytest.fixture(params=BROKERS)
+def http_project(request, render) -> Path:
+    """A project with the HTTP front door (the `http_api` answer)."""
+    return render(
+        broker=request.param, result_backend="none", queue_namespace=NAMESPACE, http_api=True
+    )
+
+
 def broker_of(project: Path) -> str:
     return yaml.safe_load((project / ".copier-answers.yml").read_text())["broker"]
 
@@ -43,6 +51,42 @@ def documents(path: Path) -> list[dict]:
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def check_compose(compose: Path) -> dict[str, dict]:
+    """compose.yaml against the Compose Specification schema; its services."""
+    checked = run(
+        sys.executable,
+        "-m",
+        "check_jsonschema",
+        "--builtin-schema",
+        "vendor.compose-spec",
+        str(compose),
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return yaml.safe_load(compose.read_text())["services"]
+
+
+def verify_unit(unit: Path, tmp_path: Path) -> str:
+    """A systemd unit through `systemd-analyze verify`; its text."""
+    analyze = require_tool("systemd-analyze", "apt-get install -y systemd")
+    # verify needs the program to exist: point ExecStart at this interpreter.
+    copy = tmp_path / unit.name
+    copy.write_text(unit.read_text().replace("/opt/billing/.venv/bin/python", sys.executable))
+    checked = run(analyze, "verify", str(copy))
+    assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
+    return unit.read_text()
+
+
+def validate_manifests(path: Path) -> dict[str, list[dict]]:
+    """Each object of a manifest against the official Kubernetes schemas, by kind."""
+    import kubernetes_validate
+
+    kinds: dict[str, list[dict]] = {}
+    for doc in documents(path):
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+        kinds.setdefault(doc["kind"], []).append(doc)
+    return kinds
 
 
 def test_every_yaml_and_json_file_of_the_project_parses(project: Path) -> None:
@@ -114,16 +158,13 @@ def test_alert_rules_dashboard_queries_and_prometheus_config_pass_promtool(
 
 
 def test_kubernetes_manifests_pass_the_official_schemas(project: Path) -> None:
-    import kubernetes_validate
-
     folder = project / "deploy" / "kubernetes"
     kinds: dict[str, list[dict]] = {}
     for path in sorted(folder.glob("*.yaml")):
         if path.name == "keda.yaml":
             continue
-        for doc in documents(path):
-            kubernetes_validate.validate(doc, "1.30.0", strict=True)
-            kinds.setdefault(doc["kind"], []).append(doc)
+        for kind, docs in validate_manifests(path).items():
+            kinds.setdefault(kind, []).extend(docs)
     workers = [
         d for d in kinds["Deployment"] if d["metadata"]["name"].startswith("billing-worker-")
     ]
@@ -169,17 +210,7 @@ def test_keda_scales_each_lane_on_its_namespaced_queue_and_passes_the_crd_schema
 
 
 def test_compose_passes_the_compose_spec_with_a_worker_per_lane(project: Path) -> None:
-    compose = project / "deploy" / "compose.yaml"
-    checked = run(
-        sys.executable,
-        "-m",
-        "check_jsonschema",
-        "--builtin-schema",
-        "vendor.compose-spec",
-        str(compose),
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    services = yaml.safe_load(compose.read_text())["services"]
+    services = check_compose(project / "deploy" / "compose.yaml")
     broker = broker_of(project)
     for lane in LANES:
         worker = services[f"worker-{lane}"]
@@ -202,16 +233,11 @@ def test_compose_passes_the_compose_spec_with_a_worker_per_lane(project: Path) -
 
 
 def test_systemd_units_pass_systemd_analyze(project: Path, tmp_path: Path) -> None:
-    analyze = require_tool("systemd-analyze", "apt-get install -y systemd")
     units = sorted((project / "deploy" / "systemd").glob("*.service"))
     names = [u.name for u in units]
     assert "billing-worker@.service" in names and "billing-scheduler.service" in names
     for unit in units:
-        # verify needs the program to exist: point ExecStart at this interpreter.
-        copy = tmp_path / unit.name
-        copy.write_text(unit.read_text().replace("/opt/billing/.venv/bin/python", sys.executable))
-        checked = run(analyze, "verify", str(copy))
-        assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
+        verify_unit(unit, tmp_path)
     worker = (project / "deploy" / "systemd" / "billing-worker@.service").read_text()
     assert "--queue %i --pidfile" in worker
     stop = int(re.search(r"TimeoutStopSec=(\d+)", worker).group(1))
@@ -262,3 +288,66 @@ def test_the_ci_workflow_passes_the_workflow_schema_and_checks_deploy(project: P
     assert "promtool check rules deploy/prometheus/alerts.yml" in text
     assert "kubernetes-validate" in text
     assert "hadolint deploy/Dockerfile" in text
+
+
+def test_without_http_api_no_front_door_is_deployed(project: Path) -> None:
+    deploy = project / "deploy"
+    assert not (deploy / "kubernetes" / "http.yaml").exists()
+    assert not (deploy / "systemd" / "billing-http.service").exists()
+    assert "http" not in yaml.safe_load((deploy / "compose.yaml").read_text())["services"]
+    assert "HTTP_TOKEN" not in (project / ".github" / "workflows" / "ci.yml").read_text()
+
+
+def test_the_front_door_on_kubernetes_probes_health_and_takes_the_token_from_a_secret(
+    http_project: Path,
+) -> None:
+    kinds = validate_manifests(http_project / "deploy" / "kubernetes" / "http.yaml")
+    [deployment] = kinds["Deployment"]
+    [service] = kinds["Service"]
+    [budget] = kinds["PodDisruptionBudget"]
+    assert deployment["metadata"]["name"] == service["metadata"]["name"] == "billing-http"
+    pod = deployment["spec"]["template"]
+    [container] = pod["spec"]["containers"]
+    assert container["args"][:4] == ["http", "serve", "--host", "0.0.0.0"]
+    port = container["args"][container["args"].index("--port") + 1]
+    [named] = container["ports"]
+    assert str(named["containerPort"]) == port
+    live, ready = container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"]
+    assert (live["path"], ready["path"]) == ("/healthz", "/readyz")
+    assert live["port"] == ready["port"] == named["name"]
+    token = {e["name"]: e for e in container["env"]}["HTTP_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"] == {"name": "billing-http", "key": "token"}
+    assert container["envFrom"] == [{"secretRef": {"name": "billing-settings"}}]
+    # The Service and the budget reach exactly these pods, on the named port.
+    labels = pod["metadata"]["labels"]
+    assert service["spec"]["selector"] == labels
+    assert budget["spec"]["selector"]["matchLabels"] == labels
+    assert service["spec"]["ports"][0]["targetPort"] == named["name"]
+    assert deployment["spec"]["replicas"] > budget["spec"]["minAvailable"]
+    workflow = (http_project / ".github" / "workflows" / "ci.yml").read_text()
+    assert "deploy/kubernetes/http.yaml" in workflow
+
+
+def test_the_front_door_in_compose_needs_a_token_and_checks_its_health(
+    http_project: Path,
+) -> None:
+    services = check_compose(http_project / "deploy" / "compose.yaml")
+    http = services["http"]
+    assert http["command"][:4] == ["http", "serve", "--host", "0.0.0.0"]
+    # Compose refuses to start without HTTP_TOKEN in the environment.
+    assert http["environment"]["HTTP_TOKEN"].startswith("${HTTP_TOKEN:?")
+    port = http["command"][http["command"].index("--port") + 1]
+    assert http["ports"] == [f"{port}:{port}"]
+    probe = " ".join(http["healthcheck"]["test"])
+    assert f"127.0.0.1:{port}/healthz" in probe
+    workflow = (http_project / ".github" / "workflows" / "ci.yml").read_text()
+    assert "HTTP_TOKEN=ci" in workflow
+
+
+def test_the_front_door_under_systemd_reads_its_token_from_a_file_of_its_own(
+    http_project: Path, tmp_path: Path
+) -> None:
+    unit = verify_unit(http_project / "deploy" / "systemd" / "billing-http.service", tmp_path)
+    # Not optional ('-'): without the token file the unit does not start.
+    assert "EnvironmentFile=/etc/billing/http.env\n" in unit
+    assert " http serve --host 0.0.0.0 " in unit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+import yaml
 
 from support.faults import wait_for
 from support.projects import Project, unique_namespace
@@ -45,13 +47,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_server(project: Project, **env: str) -> Iterator[str]:
-    """`http serve` in a subprocess on a free port; yields its base URL; stopped by PID."""
+def http_server(project: Project, *args: str, **env: str) -> Iterator[str]:
+    """`http serve [args]` in a subprocess on a free port; yields its base URL; stopped by PID.
+
+    `args` may hold `--port PORT`, whose value is replaced by the free port.
+    """
     port = free_port()
+    argv = ["http", "serve", *args] if "--port" in args else ["http", "serve", *args, "--port", ""]
+    argv[argv.index("--port") + 1] = str(port)
     log = project.root / f"http-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", PACKAGE, "http", "serve", "--port", str(port)],
+            [sys.executable, "-m", PACKAGE, *argv],
             cwd=project.root,
             env={**project.env, **env},
             stdout=out,
@@ -77,6 +84,10 @@ def http_server(project: Project, **env: str) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+def server_log(project: Project) -> str:
+    return "".join(log.read_text() for log in project.root.glob("http-*.log"))
 
 
 def clean_namespace(url: str, namespace: str) -> None:
@@ -214,3 +225,66 @@ def test_a_job_made_with_make_job_is_on_the_api_at_the_next_start(project: Proje
     assert f"/jobs/{PACKAGE}.send_invoice" in paths
     assert answer.status_code == 202, answer.text
     assert answer.json()["job"] == f"{PACKAGE}.send_invoice"
+
+
+def test_serve_refuses_a_public_address_without_a_token_in_a_few_lines(project: Project) -> None:
+    port = free_port()
+    done = project.run("http", "serve", "--host", "0.0.0.0", "--port", str(port), HTTP_TOKEN="")
+    assert done.returncode == 1
+    assert "HTTP_TOKEN" in done.stderr and "HTTP_ALLOW_ANONYMOUS=true" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) <= 4
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+
+
+def test_the_explicit_opt_out_serves_anonymously_with_a_warning_and_doctor_warns(
+    project: Project, folder: Path
+) -> None:
+    opt_out = {"HTTP_HOST": "0.0.0.0", "HTTP_ALLOW_ANONYMOUS": "true", "HTTP_TOKEN": ""}
+    with project.worker("--queue", "default"), http_server(project, **opt_out) as base:
+        answer = httpx.post(f"{base}/jobs/record", json={"folder": str(folder), "token": "anon"})
+        assert answer.status_code == 202, answer.text
+        wait_for(lambda: list(folder.glob("anon.*")), 60, "the anonymous job's file")
+    assert "without authentication (HTTP_ALLOW_ANONYMOUS=true)" in server_log(project)
+    done = project.run("doctor", "--json", **opt_out)
+    checks = {c["name"]: c for c in map(json.loads, done.stdout.splitlines())}
+    access = checks["http access"]
+    assert access["ok"] and access["warning"] and "HTTP_ALLOW_ANONYMOUS=true" in access["detail"]
+    table = project.run("doctor", **opt_out)
+    [row] = [line for line in table.stdout.splitlines() if line.startswith("│ http access ")]
+    assert " warn " in row and table.returncode == 0
+    assert "Warning: http access" in table.stdout
+    closed = project.run("doctor", "--json", HTTP_HOST="0.0.0.0", HTTP_TOKEN="")
+    refused = {c["name"]: c for c in map(json.loads, closed.stdout.splitlines())}["http access"]
+    assert closed.returncode == 1 and not refused["ok"] and "HTTP_TOKEN" in refused["fix"]
+
+
+def test_deployed_as_kubernetes_runs_it_only_the_token_enqueues_and_the_probes_answer(
+    project: Project, folder: Path
+) -> None:
+    manifest = yaml.safe_load_all((project.root / "deploy" / "kubernetes" / "http.yaml").open())
+    [deployment] = [doc for doc in manifest if doc and doc["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["http", "serve"]
+    probes = [container[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe")]
+    body = {"folder": str(folder), "token": "signed"}
+    with (
+        project.worker("--queue", "default"),
+        http_server(project, *container["args"][2:], HTTP_TOKEN="long-secret") as base,
+    ):
+        assert [httpx.get(base + path).status_code for path in probes] == [200, 200]
+        anonymous = httpx.post(f"{base}/jobs/record", json=body)
+        wrong = httpx.post(
+            f"{base}/jobs/record", json=body, headers={"Authorization": "Bearer long-secreT"}
+        )
+        bearer = {"Authorization": "Bearer long-secret"}
+        right = httpx.post(f"{base}/jobs/record", json=body, headers=bearer)
+        assert right.status_code == 202, right.text
+        wait_for(lambda: list(folder.glob("signed.*")), 60, "the job's file")
+        state = base + right.headers["location"]
+        assert httpx.get(state).status_code == 401
+        assert httpx.get(state, headers=bearer).status_code == 200
+    assert (anonymous.status_code, wrong.status_code) == (401, 401)
+    assert anonymous.headers["www-authenticate"] == "Bearer"
+    # Refused requests queued nothing: one file, from the request with the token.
+    assert len(list(folder.glob("signed.*"))) == 1
