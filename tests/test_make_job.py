@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -10,7 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support.scaffolding import ENTRY_POINTS, PACKAGE, project_copy, run_make, snapshot
+from support.releases import clone_repository
+from support.scaffolding import (
+    ENTRY_POINTS,
+    PACKAGE,
+    project_copy,
+    run_make,
+    run_workergen,
+    snapshot,
+)
 
 
 @pytest.fixture
@@ -136,6 +145,92 @@ def test_add_lane_updates_the_answer_and_the_lanes_together(entry: str, project:
     )
     assert lanes.returncode == 0, lanes.stderr
     assert "emails" in lanes.stdout
+
+
+# Every template-owned file that lists the lanes.
+LANE_FILES = (
+    "README.md",
+    "billing/core/project.py",
+    "deploy/compose.yaml",
+    "deploy/kubernetes/keda.yaml",
+    "deploy/kubernetes/workers.yaml",
+    "deploy/prometheus/alerts.yml",
+    "deploy/prometheus/prometheus.yml",
+)
+
+
+def test_add_lane_gives_the_files_of_a_project_made_with_the_lane(entry: str, tmp_path: Path):
+    # A clone: the template version the projects record is one its history holds.
+    clone = clone_repository(tmp_path / "workergen")
+
+    def new(where: str, *answers: str) -> Path:
+        project = tmp_path / where / "billing"
+        args = ["new", str(project), "--defaults", "--template", str(clone), *answers]
+        result = run_workergen(args)
+        assert result.exit_code == 0, result.output
+        return project
+
+    with_lane = new("from-the-start", "--lanes", "critical,default,batch,emails")
+    added = new("added")
+
+    result = run_make(entry, added, "make:job", "Refund", "--queue", "emails", "--add-lane")
+
+    assert result.exit_code == 0, result.output
+    for path in (".copier-answers.yml", *LANE_FILES):
+        assert f"updated {path}" in result.output
+    job_files = {"billing/jobs/refund.py", "tests/jobs/test_refund.py"}
+    after = snapshot(added)
+    assert set(after) - set(snapshot(with_lane)) == job_files
+    assert {path: text for path, text in after.items() if path not in job_files} == snapshot(
+        with_lane
+    )
+    with contextlib.chdir(added):
+        shown = run_workergen(["diff", "--template", str(clone)])
+    assert shown.exit_code == 0, shown.output
+    assert "No differences from template" in shown.output
+
+
+def test_add_lane_keeps_the_users_edits_to_the_files_it_changes(entry: str, project: Path):
+    readme, compose = project / "README.md", project / "deploy/compose.yaml"
+    readme.write_text(readme.read_text() + "\n## Our runbook\n\nPage the billing team.\n")
+    compose.write_text("# Staging only.\n" + compose.read_text())
+
+    result = run_make(entry, project, "make:job", "Refund", "--queue", "emails", "--add-lane")
+
+    assert result.exit_code == 0, result.output
+    assert readme.read_text().endswith("## Our runbook\n\nPage the billing team.\n")
+    assert "- `batch`\n- `emails`\n" in readme.read_text()
+    assert compose.read_text().startswith("# Staging only.\n")
+    assert "  worker-emails:\n" in compose.read_text()
+    assert '"--queue", "emails"' in compose.read_text()
+
+
+def test_add_lane_refuses_when_an_edit_overlaps_the_lanes(entry: str, project: Path):
+    readme = project / "README.md"
+    readme.write_text(readme.read_text().replace("- `batch`\n", "- `batch` (nightly exports)\n"))
+    before = snapshot(project)
+
+    result = run_make(entry, project, "make:job", "Refund", "--queue", "emails", "--add-lane")
+
+    assert result.exit_code == 1, result.output
+    assert "the new lanes answer changes README.md where you edited it" in result.output
+    assert "nothing was written" in result.output
+    assert "Traceback" not in result.output
+    assert snapshot(project) == before
+
+
+def test_add_lane_dry_run_lists_every_file_and_writes_nothing(entry: str, project: Path):
+    before = snapshot(project)
+
+    result = run_make(
+        entry, project, "make:job", "Refund", "--queue", "emails", "--add-lane", "--dry-run"
+    )
+
+    assert result.exit_code == 0, result.output
+    for path in LANE_FILES:
+        assert f"updated {path}" in result.output
+    assert "nothing was written" in result.output
+    assert snapshot(project) == before
 
 
 def test_both_entry_points_write_the_same_bytes(render, tmp_path: Path):

@@ -15,7 +15,7 @@ from workergen import __version__
 from workergen.boundary import WorkergenGroup
 from workergen.commands.check import check
 from workergen.commands.diff import diff
-from workergen.commands.make import FORWARDED, make_cron, make_job
+from workergen.commands.make import FORWARDED, make_cron, make_job, render_answers
 from workergen.commands.new import new
 from workergen.commands.update import update
 
@@ -56,3 +56,5 @@ app.command("check")(check)
 app.command("diff")(diff)
 app.command("make:job", **FORWARDED)(make_job)
 app.command("make:cron", **FORWARDED)(make_cron)
+# Plumbing for a project's own `make:* --add-lane`, which has no template to render.
+app.command("render-answers", hidden=True)(render_answers)

@@ -22,7 +22,7 @@ import typer
 
 from workergen.copier_run import CopierFailedError, copy_template
 from workergen.errors import VersionRenderError
-from workergen.generated_project import GeneratedProject, find_project
+from workergen.generated_project import find_project
 from workergen.options import HistoryOption
 from workergen.provenance import ANSWERS_FILE
 from workergen.releases import TemplateHistory, TemplateVersion
@@ -46,7 +46,9 @@ def diff(all_files: AllFiles = False, template: HistoryOption = None) -> None:
         tempfile.TemporaryDirectory(prefix="workergen-diff-") as scratch,
     ):
         base = history.version(str(provenance.commit))
-        rendered, is_user_owned = render_version(history, base, project, Path(scratch))
+        rendered, is_user_owned = render_version(
+            history, base, project.user_answers, Path(scratch) / "rendered"
+        )
         found = False
         for relative in sorted(_files(rendered)):
             if relative == ANSWERS_FILE or (not all_files and is_user_owned(relative)):
@@ -59,19 +61,21 @@ def diff(all_files: AllFiles = False, template: HistoryOption = None) -> None:
 
 
 def render_version(
-    history: TemplateHistory, version: TemplateVersion, project: GeneratedProject, scratch: Path
+    history: TemplateHistory,
+    version: TemplateVersion,
+    answers: Mapping[str, Any],
+    rendered: Path,
 ) -> tuple[Path, Callable[[str], bool]]:
-    """Render `version` of the template with the project's answers into `scratch`.
+    """Render `version` of the template with `answers` into the new directory `rendered`.
 
     Returns the rendered directory and a test telling whether a path is user-owned.
     """
-    config = _read_config(history.file_at(version.commit, "copier.yml"))
-    rendered = scratch / "rendered"
+    config = read_config(history.file_at(version.commit, "copier.yml"))
     try:
-        copy_template(history.path, rendered, project.user_answers, vcs_ref=version.commit)
+        copy_template(history.path, rendered, answers, vcs_ref=version.commit)
     except CopierFailedError as error:
         raise VersionRenderError(version=version.name, reason=error.reason) from None
-    return rendered, _user_owned_matcher(config, project.user_answers)
+    return rendered, user_owned_matcher(config, answers)
 
 
 def file_diff(template_file: Path, project_file: Path, relative: str) -> Iterator[str]:
@@ -102,14 +106,14 @@ def _files(root: Path) -> Iterator[str]:
             yield path.relative_to(root).as_posix()
 
 
-def _read_config(text: str) -> dict[str, Any]:
+def read_config(text: str) -> dict[str, Any]:
     import yaml
 
     data = yaml.safe_load(text) if text else {}
     return data if isinstance(data, dict) else {}
 
 
-def _user_owned_matcher(
+def user_owned_matcher(
     config: Mapping[str, Any], answers: Mapping[str, Any]
 ) -> Callable[[str], bool]:
     """Match paths against the template's `_skip_if_exists`, rendered with the answers."""

@@ -7,6 +7,8 @@ The commands, their options and the work are the project's own (`core/make_cli.p
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,10 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
             hint="Restore the file from git, or run `copier update`.",
         )
     make_cli = load_core(project.root, package)
+    scaffold = importlib.import_module(f"{make_cli.__name__.rpartition('.')[0]}.scaffold")
+    if hasattr(scaffold, "answer_renderer"):
+        # workergen holds the template: a new lane is rendered here, not by a second workergen.
+        scaffold.answer_renderer = rerender_answers
     commands = getattr(make_cli, "COMMANDS", None) or {
         "make:job": make_cli.make_job,
         "make:cron": make_cli.make_cron,
@@ -67,6 +73,30 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
         raise UserMessageError(message, hint=getattr(error, "hint", None)) from None
     if isinstance(code, int) and code:
         raise typer.Exit(code)
+
+
+def rerender_answers(root: Path, answers: dict[str, Any]) -> list[tuple[str, str]]:
+    """The template's files that `answers` change in the project at `root` (its edits kept)."""
+    from workergen.answer_change import rerender
+
+    return rerender(root, answers)
+
+
+def render_answers() -> None:
+    """Print, as JSON, the template's files that new answers (JSON on stdin) change here.
+
+    The project's own `make:job --add-lane` runs this: the project holds no template.
+    """
+    import json
+
+    try:
+        answers = json.loads(sys.stdin.read())
+    except ValueError as error:
+        raise UserMessageError(f"render-answers reads the answers as JSON: {error}") from None
+    if not isinstance(answers, dict):
+        raise UserMessageError("render-answers reads the answers as a JSON object")
+    files = rerender_answers(find_project(Path.cwd()).root, answers)
+    typer.echo(json.dumps([{"path": path, "content": text} for path, text in files]))
 
 
 def run_alone(spelling: str, args: Sequence[str]) -> None:

@@ -2,7 +2,9 @@
 
 No import of Celery or the project's settings: `workergen make:job` loads this module straight
 from a project's files and runs it without the project's dependencies (PyYAML aside), so both
-entry points write the same bytes from the same stubs.
+entry points write the same bytes from the same stubs. A new lane (`--add-lane`) reaches the
+files the template renders from the lanes answer through workergen, which holds the template
+(`render_template_files`).
 
 What a user types reaches the generated code only as a value checked here and written as a
 Python literal (`python_literal`), or as names built from a parse (module and class names,
@@ -17,9 +19,14 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import importlib.util
+import json
 import keyword
 import re
+import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
@@ -245,54 +252,85 @@ def check_lane(queue: str, lanes: tuple[str, ...], add_lane: bool) -> bool:
     return True
 
 
-def lanes_source(source: str, lanes: tuple[str, ...], where: str) -> str:
-    """`core/project.py` with its `LANES` literal replaced as a whole by `lanes`."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as error:
-        raise ScaffoldError(
-            f"{where} does not parse ({error.msg}, line {error.lineno})",
-            hint="Restore it with `copier update` (or git), then add the lane again.",
-        ) from None
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(target, ast.Name) and target.id == "LANES" and node.value is not None:
-            value = node.value
-            break
-    else:
-        raise ScaffoldError(
-            f"cannot find LANES in {where}",
-            hint="Add the lane to the 'lanes' answer and run `copier update`.",
-        )
-    start = _offset(source, value.lineno, value.col_offset)
-    end = _offset(source, value.end_lineno or value.lineno, value.end_col_offset or 0)
-    prefix = source[:start].rsplit("\n", 1)[-1]
-    literal = python_literal(lanes)
-    if len(prefix) + len(literal) > LINE_LENGTH:
-        literal = "(\n" + "".join(f"    {python_literal(lane)},\n" for lane in lanes) + ")"
-    return source[:start] + literal + source[end:]
+AnswerRenderer = Callable[[Path, dict[str, Any]], list[tuple[str, str]]]
+"""(project root, new answers) -> the template's files that change, as (path, text)."""
+
+answer_renderer: AnswerRenderer | None = None
+"""Set by `workergen make:*`, which holds the template, when it loads this module."""
+
+RENDER_COMMAND = "render-answers"
+"""The `workergen` command that renders the template's files for new answers."""
 
 
-def _offset(source: str, lineno: int, col_offset: int) -> int:
-    """The index in `source` of an ast position (a line number and a UTF-8 byte column)."""
-    lines = source.split("\n")
-    before = sum(len(line) + 1 for line in lines[: lineno - 1])
-    return before + len(lines[lineno - 1].encode()[:col_offset].decode())
+def lane_updates(root: Path, lanes: tuple[str, ...]) -> list[PlannedFile]:
+    """A new lane everywhere copier keeps it: the `lanes` answer and every file rendered from it.
 
-
-def lane_updates(root: Path, package: str, lanes: tuple[str, ...]) -> list[PlannedFile]:
-    """Add a lane where copier keeps it: the `lanes` answer and the `LANES` it renders."""
+    README.md, core/project.py, the deploy files and the dashboards all list the lanes; they
+    are rendered again from the template with the new answer, as `copier update` would, with
+    the user's own edits to them kept (see render_template_files).
+    """
     answers = read_answers(root)
     answers["lanes"] = ",".join(lanes)
-    relative = f"{package}/core/project.py"
-    try:
-        source = (root / relative).read_text(encoding="utf-8")
-    except OSError as error:
-        raise ScaffoldError(f"cannot read {relative}: {error}") from None
+    rendered = render_template_files(root, answers)
     return [
         PlannedFile(ANSWERS_FILE, dump_answers(answers), update=True),
-        PlannedFile(relative, lanes_source(source, lanes, relative), update=True),
+        *(PlannedFile(path, text, update=True) for path, text in rendered),
     ]
+
+
+def render_template_files(root: Path, answers: dict[str, Any]) -> list[tuple[str, str]]:
+    """The template-owned files whose text `answers` change, rendered by workergen.
+
+    The project holds no template: `workergen` does (it made the project). Run by
+    `workergen make:*`, it renders them in its own process; run by the project's own
+    `make:*`, workergen's `render-answers` command does, so both write the same files.
+    """
+    if answer_renderer is not None:
+        return answer_renderer(root, answers)
+    done = subprocess.run(
+        [*workergen_command(), RENDER_COMMAND],
+        input=json.dumps(answers),
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        message = lines[0].removeprefix("Error: ") if lines else f"exit code {done.returncode}"
+        raise ScaffoldError(message, hint="\n".join(lines[1:]) or None)
+    return [(checked_path(root, path), text) for path, text in _pairs(done.stdout)]
+
+
+def workergen_command() -> list[str]:
+    """How to run `workergen`: from this environment, else the one on PATH."""
+    if importlib.util.find_spec("workergen") is not None:
+        return [sys.executable, "-m", "workergen"]
+    found = shutil.which("workergen")
+    if found is None:
+        raise ScaffoldError(
+            "a new lane is written into every file the template renders from the lanes "
+            "answer (README.md, core/project.py, deploy/), which needs workergen, the "
+            "template's generator: it is not installed here",
+            hint="Install it (pipx install workergen), then run the command again; "
+            "nothing was written.",
+        )
+    return [found]
+
+
+def _pairs(output: str) -> list[tuple[str, str]]:
+    try:
+        data = json.loads(output)
+        return [(str(item["path"]), str(item["content"])) for item in data]
+    except (ValueError, TypeError, KeyError) as error:
+        raise ScaffoldError(f"workergen {RENDER_COMMAND} answered no file list: {error}") from None
+
+
+def checked_path(root: Path, path: str) -> str:
+    """`path`, once it is known to name a file inside the project."""
+    target = (root / path).resolve()
+    if Path(path).is_absolute() or not target.is_relative_to(root.resolve()):
+        raise ScaffoldError(f"workergen {RENDER_COMMAND} named a path outside the project: {path}")
+    return path
 
 
 def schedule_call(spec: ScheduleSpec) -> str:
@@ -374,7 +412,7 @@ def plan(root: Path, package: str, lanes: tuple[str, ...], request: MakeRequest)
         check_line_length(request.name, item)
         check_parses(item)
     if add:
-        result.files += lane_updates(root, package, (*lanes, request.queue))
+        result.files += lane_updates(root, (*lanes, request.queue))
     return result
 
 
