@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from support.faults import add_fault_jobs, dispatch, wait_for
+from support.hostile import Hostile, put_on_rabbitmq, put_on_redis
 from support.operations import free_port, ops_project, scrape, value
 from support.projects import Project, wait_for_files
 
@@ -85,3 +86,95 @@ def test_a_second_worker_on_the_same_port_runs_jobs_without_metrics(
             wait_for_files(folder, ["on-batch"])
             assert f"port {port} is taken" in second.log()
         assert value(scrape(port), "celery_worker_up", lane="default") == 1
+
+
+# A job that lets its soft time limit end it (the fault jobs catch theirs).
+SOFT_LIMITED_JOB = """\"\"\"Runs past its soft time limit and lets the exception end it.\"\"\"
+
+import time
+
+from billing.core import job
+
+
+@job(name="billing.soft_limited", soft_time_limit=1, time_limit=20)
+def soft_limited(token: str) -> str:
+    time.sleep(10)
+    return token
+"""
+FAILURE_METRICS = ("celery_task_failed_total", "celery_task_dead_lettered_total")
+
+
+def failure_samples(samples: dict) -> dict[tuple[str, frozenset], float]:
+    return {key: v for key, v in samples.items() if key[0] in FAILURE_METRICS and v}
+
+
+def test_every_kind_of_failure_is_counted_with_its_job_lane_and_queue(
+    project: Project, folder: Path, request
+) -> None:
+    (project.root / "billing" / "jobs" / "soft_limited.py").write_text(SOFT_LIMITED_JOB)
+    port = free_port()
+    ns = project.env["QUEUE_NAMESPACE"]
+    default, batch = f"{ns}.default", f"{ns}.batch"
+    with project.worker(
+        "--queue",
+        "default,batch",
+        "--concurrency",
+        "2",
+        METRICS_PORT=str(port),
+        TASK_MAX_DELIVERIES="2",
+    ) as worker:
+        # Each on the lane it was dispatched to, batch, which is not its own.
+        dispatch(project, "always_fails", [str(folder), "exception"], lane="batch")
+        dispatch(project, "soft_limited", ["soft"], lane="batch")
+        dispatch(project, "overruns", [str(folder), "hard"], lane="batch")
+        dispatch(project, "crashes", [str(folder), "lost"], lane="batch")
+        # A message whose body is not JSON, on the default lane.
+        malformed = Hostile(
+            "malformed",
+            "body not JSON",
+            {"lang": "py", "task": "billing.probe", "id": "bad-malformed", "retries": 0},
+            b"\xffnot json",
+        )
+        broker = project.env["BROKER_URL"]
+        put = put_on_redis if broker.startswith("redis") else put_on_rabbitmq
+        put(broker, default, [malformed])
+
+        def all_counted() -> dict | None:
+            samples = scrape(port)
+            dead = value(samples, "celery_task_dead_lettered_total")
+            return samples if dead >= 5 else None
+
+        try:
+            samples = wait_for(all_counted, 90, "five dead letters in the metrics")
+        except AssertionError:
+            found = failure_samples(scrape(port))
+            raise AssertionError(f"{found}\n{worker.log()[-6000:]}") from None
+    found = failure_samples(samples)
+    for (metric, labels), _ in found.items():
+        shown = dict(labels)
+        assert all(shown.get(k) for k in ("name", "lane", "queue_name")), (metric, shown)
+    on_batch = {"lane": "batch", "queue_name": batch}
+    for name, exception, reason in [
+        ("billing.always_fails", "ConnectionError", "failed"),
+        ("billing.soft_limited", "SoftTimeLimitExceeded", "failed"),
+        ("billing.overruns", "TimeLimitExceeded", "time-limit"),
+    ]:
+        failed = value(
+            samples, "celery_task_failed_total", name=name, exception=exception, **on_batch
+        )
+        assert failed == 1, (name, found)
+        dead = value(
+            samples, "celery_task_dead_lettered_total", name=name, reason=reason, **on_batch
+        )
+        assert dead == 1, (name, found)
+    lost = value(samples, "celery_task_dead_lettered_total", name="billing.crashes", **on_batch)
+    assert lost == 1, found
+    intake = value(
+        samples,
+        "celery_task_dead_lettered_total",
+        name="billing.probe",
+        reason="malformed",
+        lane="default",
+        queue_name=default,
+    )
+    assert intake == 1, found

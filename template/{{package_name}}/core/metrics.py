@@ -41,6 +41,12 @@ _started: dict[str, float] = {}
 _labelled: dict[tuple[str, str | None, str | None], Any] = {}
 # The namespace of the worker's app, set when metrics are installed.
 _worker: dict[str, str] = {"namespace": ""}
+# The routing key of each job the worker's main process received, by task id. Celery
+# reports some failures there without the job's request (a hard time limit), so the
+# failure would not know its queue. Kept while the worker holds the job.
+_received: dict[str, str] = {}
+# Jobs not held any more are dropped once the table is this much larger than the held ones.
+RECEIVED_SLACK = 1000
 
 
 def stamp_sent_at(headers: dict[str, Any] | None = None, **_: Any) -> None:
@@ -110,10 +116,15 @@ def _routing_key(task: Any) -> str | None:
     return (getattr(request, "delivery_info", None) or {}).get("routing_key")
 
 
-def _labels(task: Any) -> dict[str, str]:
-    routing_key = _routing_key(task) or ""
-    lane = lane_of_queue(routing_key, _worker["namespace"]) or getattr(task, "lane", "") or ""
-    return {"name": getattr(task, "name", "") or "", "lane": lane, "queue_name": routing_key}
+def _labels(task: Any, routing_key: str | None = None) -> dict[str, str]:
+    """A job's labels: its name, and the lane and queue it came from (else its own lane's)."""
+    from .queues import qualified_queue
+
+    namespace = _worker["namespace"]
+    routing_key = _routing_key(task) or routing_key or ""
+    lane = lane_of_queue(routing_key, namespace) or getattr(task, "lane", "") or ""
+    queue = routing_key or (qualified_queue(lane, namespace) if lane else "")
+    return {"name": getattr(task, "name", "") or "", "lane": lane, "queue_name": queue}
 
 
 def _job_metric(metric: str, task: Any) -> Any:
@@ -158,9 +169,30 @@ def _on_success(sender: Any = None, **_: Any) -> None:
     _job_metric("succeeded", sender).inc()
 
 
-def _on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
+def _on_received(request: Any = None, **_: Any) -> None:
+    """task_received (main process): note where the job came from, for a failure seen there."""
+    task_id = getattr(request, "id", None)
+    routing_key = (getattr(request, "delivery_info", None) or {}).get("routing_key")
+    if not task_id or not routing_key:
+        return
+    if len(_received) > RECEIVED_SLACK:
+        from celery.worker import state
+
+        if len(_received) > 2 * len(state.requests) + RECEIVED_SLACK:
+            for done in [t for t in _received if t not in state.requests]:
+                del _received[done]
+    _received[task_id] = routing_key
+
+
+def _on_failure(
+    sender: Any = None,
+    task_id: str | None = None,
+    exception: BaseException | None = None,
+    **_: Any,
+) -> None:
     name = type(exception).__name__ if exception is not None else ""
-    _define()["failed"].labels(**_labels(sender), exception=name).inc()
+    received = _received.pop(task_id, None) if task_id else None
+    _define()["failed"].labels(**_labels(sender, received), exception=name).inc()
 
 
 def _on_retry(sender: Any = None, **_: Any) -> None:
@@ -284,6 +316,7 @@ def install_worker_metrics(settings: Settings, lanes: list[str]) -> None:
     folder, owned = prepare_multiprocess_dir()
     _worker["namespace"] = settings.queue_namespace
     for signal, handler in (
+        (signals.task_received, _on_received),
         (signals.task_prerun, _on_prerun),
         (signals.task_postrun, _on_postrun),
         (signals.task_success, _on_success),
