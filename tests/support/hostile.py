@@ -13,48 +13,21 @@ import base64
 import json
 import pickle
 import random
+import runpy
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-# Wrong values for every header the worker reads.
-WRONG_HEADERS: dict[str, list[Any]] = {
-    "id": [5, ["a"], {"x": 1}, "", "i" * 400, True],
-    "task": [["a"], 5, {"x": 1}, "", True, 1.5],
-    "retries": ["x", -5, 1.5, [1], {"a": 1}, True, "3"],
-    "timelimit": ["x", [1], ["a", "b"], 5, [-1, 5], {"a": 1}, [None, None, None]],
-    "eta": ["not a date", 5, ["x"], {"a": 1}, "2026-13-45T99:00:00"],
-    "expires": ["never", 5, ["x"], {"a": 1}],
-    "argsrepr": [5, ["x"], {"a": 1}],
-    "kwargsrepr": [5, ["x"], {"a": 1}],
-    "root_id": [5, ["x"], {"a": 1}],
-    "parent_id": [5, ["x"], {"a": 1}],
-    "group": [5, ["x"], {"a": 1}],
-    "group_index": ["x", -1, [1]],
-    "shadow": [5, ["x"]],
-    "origin": [5, ["x"]],
-    "ignore_result": ["x", 5],
-    "stamped_headers": ["x", [1, 2]],
-    "stamps": ["x", [1]],
-    "replaced_task_nesting": ["x", -1],
-}
-
-WRONG_BODIES: list[bytes] = [
-    b'"s"',
-    b"{}",
-    b"[1]",
-    b"[[],{}]",
-    b"[{}, {}, {}]",
-    b"[[], [], {}]",
-    b'[[], {}, "x"]',
-    b'[[], {}, {"callbacks": "x"}]',
-    b'[[], {}, {"chord": 5}]',
-    b"null",
-    b"123",
-    b"not json {",
-    b"\xff\xfe\x00 not utf-8 \xc3\x28",
-]
+# The table of wrong headers and bodies is the generated project's own (its
+# tests/core/test_intake_total.py sends each entry through the worker's intake in
+# process): one table, read here from the template.
+TABLE = runpy.run_path(str(Path(__file__).parents[2] / "template/tests/core/hostile_table.py"))
+WRONG_HEADERS: dict[str, list[Any]] = TABLE["WRONG_HEADERS"]
+WRONG_BODIES: list[bytes] = TABLE["WRONG_BODIES"]
+# SQS takes messages of up to 256 KiB (the envelope base64-encodes the body).
+SQS_MAX_BODY = 150 * 1024
 
 
 @dataclass
@@ -73,8 +46,11 @@ class Hostile:
 
     @property
     def sqs_ready(self) -> bool:
-        """SQS gives every message its delivery tag (its receipt handle): none is no fault."""
-        return self.kind != "envelope: no delivery tag"
+        """SQS gives every message its delivery tag (its receipt handle): none is no fault.
+
+        And it takes no message larger than 256 KiB.
+        """
+        return self.kind != "envelope: no delivery tag" and len(self.body) <= SQS_MAX_BODY
 
     @property
     def amqp_ready(self) -> bool:
@@ -95,8 +71,21 @@ def _body(token: str) -> bytes:
 
 
 def hostile_messages(seed: int, count: int, task: str) -> list[Hostile]:
-    """`count` bad messages for the job `task`, the same ones for the same seed."""
+    """Every entry of the table once, then a seeded mix up to `count` bad messages for `task`.
+
+    The same ones for the same seed.
+    """
     rng = random.Random(seed)
+
+    def token() -> str:
+        return f"tok{seed}x{len(messages)}x{uuid.UUID(int=rng.getrandbits(128)).hex[:8]}"
+
+    messages: list[Hostile] = []
+    for name, values in WRONG_HEADERS.items():
+        for value in values:
+            messages.append(_with_header(token(), task, name, value))
+    for body in WRONG_BODIES:
+        messages.append(_with_body(token(), task, body))
     makers = [
         _wrong_header,
         _wrong_header,
@@ -109,19 +98,39 @@ def hostile_messages(seed: int, count: int, task: str) -> list[Hostile]:
         _broken_envelope,
         _broken_envelope,
     ]
-    messages = []
-    for number in range(count):
-        token = f"tok{seed}x{number}x{uuid.UUID(int=rng.getrandbits(128)).hex[:8]}"
-        messages.append(rng.choice(makers)(rng, token, task))
+    while len(messages) < count:
+        messages.append(rng.choice(makers)(rng, token(), task))
     return messages
+
+
+def table_kinds() -> set[str]:
+    """The kind of every message the table makes (what `hostile_messages` sends first)."""
+    return {
+        *(
+            _with_header("t", "t", name, value).kind
+            for name, values in WRONG_HEADERS.items()
+            for value in values
+        ),
+        *(_with_body("t", "t", body).kind for body in WRONG_BODIES),
+    }
+
+
+def _with_header(token: str, task: str, name: str, value: Any) -> Hostile:
+    headers = _task_headers(token, task)
+    headers[name] = value
+    return Hostile(token, f"header {name}={value!r:.60}", headers, _body(token))
+
+
+def _with_body(token: str, task: str, body: bytes) -> Hostile:
+    kind = f"body {body[:30]!r} ({len(body)} bytes)"
+    if body.startswith(b"\xff"):
+        body = body + token.encode()  # so its dead letter can be found
+    return Hostile(token, kind, _task_headers(token, task), body)
 
 
 def _wrong_header(rng: random.Random, token: str, task: str) -> Hostile:
     name = rng.choice(sorted(WRONG_HEADERS))
-    value = rng.choice(WRONG_HEADERS[name])
-    headers = _task_headers(token, task)
-    headers[name] = value
-    return Hostile(token, f"header {name}={value!r}", headers, _body(token))
+    return _with_header(token, task, name, rng.choice(WRONG_HEADERS[name]))
 
 
 def _missing(rng: random.Random, token: str, task: str) -> Hostile:

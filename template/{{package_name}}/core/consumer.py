@@ -154,7 +154,7 @@ class DeadLetterConsumer(Consumer):
 
     def _settle_after(self, message: Any, exc: Exception) -> None:
         """Settle a message whose handling raised; logs once, never raises."""
-        text = f"the worker could not take it: {type(exc).__name__}: {preview(exc, 300)}"
+        text = f"the worker could not take it: {type(exc).__name__}: {printable(str(exc), 300)}"
         task_id = message_task(message)[0] or delivery_identity(message)
         log.critical("Message %s could not be taken: %s", printable(task_id), text, exc_info=True)
         try:

@@ -68,10 +68,10 @@ def _time(value: Any) -> bool:
     from celery.utils.time import maybe_iso8601
 
     try:
-        maybe_iso8601(value)
+        # An empty string reads as no date at all, which Celery's request fails on.
+        return maybe_iso8601(value) is not None
     except (AttributeError, ValueError, TypeError, OverflowError):
         return False
-    return True
 
 
 def _limit(value: Any) -> bool:
