@@ -165,7 +165,8 @@ def test_add_lane_gives_the_files_of_a_project_made_with_the_lane(entry: str, tm
 
     def new(where: str, *answers: str) -> Path:
         project = tmp_path / where / "billing"
-        args = ["new", str(project), "--defaults", "--template", str(clone), *answers]
+        args = ["new", str(project), "--defaults", "--template", str(clone), "--vcs-ref", "HEAD"]
+        args += answers
         result = run_workergen(args)
         assert result.exit_code == 0, result.output
         return project

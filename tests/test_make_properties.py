@@ -15,7 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support.scaffolding import PACKAGE, project_copy
+from workergen.answers import answer_problem, make_environment
 from workergen.project_core import load_core
+from workergen.questions import load_questionnaire
 
 INJECTION = 'weekly(day="mon\\"+str(__import__(\\"os\\").system(\\"touch pwned\\"))+\\"")'
 EXAMPLES = settings(
@@ -114,10 +116,29 @@ def project(render, tmp_path_factory) -> Path:
     return project_copy(render(broker="redis"), tmp_path_factory.mktemp("props") / PACKAGE)
 
 
+QUESTIONS = load_questionnaire(Path(__file__).resolve().parents[1] / "copier.yml")
+
+
+def lanes_answer_checked(root: Path, answers: dict) -> list[tuple[str, str]]:
+    """Stands in for workergen's rendering of the files that list the lanes.
+
+    What it renders from an accepted answer is tested in tests/test_make_job.py and
+    tests/test_answer_rules.py (every accepted answer renders parsing files). Here: whatever
+    is typed, a lanes answer reaches the template only if copier.yml's own rule accepts it.
+    """
+    env = make_environment(QUESTIONS.envops)
+    problem = answer_problem(QUESTIONS.get("lanes"), answers["lanes"], answers, env)
+    assert problem is None, (answers["lanes"], problem)
+    return []
+
+
 @pytest.fixture(scope="module")
 def scaffold(project: Path):
     make_cli = load_core(project, PACKAGE)
-    return importlib.import_module(f"{make_cli.__name__.rsplit('.', 1)[0]}.scaffold")
+    module = importlib.import_module(f"{make_cli.__name__.rsplit('.', 1)[0]}.scaffold")
+    # Rendering the template twice for each drawn lane would take hours.
+    module.answer_renderer = lanes_answer_checked
+    return module
 
 
 def plan_or_refusal(scaffold, project: Path, request) -> list | None:
