@@ -187,6 +187,12 @@ def test_sqs_dlq_commands_at_volume(sqs_project: Project, sqs_url: str) -> None:
     assert (
         f"{HELD} dead letter(s) in flight (hidden by another reader): not listed" in listed.stderr
     )
+    # A letter that is out of reach is not reported missing as if it were gone.
+    hidden = json.loads(held[0]["Body"])["id"] if "v-" in held[0]["Body"] else "deep"
+    missing = sqs_project.run("dlq", "show", hidden, timeout=120)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr, missing.stderr
+    assert f"No dead letter with id {hidden!r}" in missing.stderr
+    assert f"{HELD} dead letter(s) in flight (hidden by another reader)" in missing.stderr
     purged, timings["purge"] = timed(sqs_project, "purge", "--yes")
     assert purged.returncode == 75, purged.stdout + purged.stderr[-2000:]
     assert f"purged {LETTERS + 1 - HELD} dead letter(s)" in purged.stdout
