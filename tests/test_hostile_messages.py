@@ -208,6 +208,14 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
         assert matches[0]["reason"] == message.reason, (message.kind, matches[0]["exception"])
         assert matches[0]["lane"] in LANES
 
+    # The two that once stopped every worker are readable one by one.
+    for kind in ("header task=['a']", f"body {b'[' * 30!r} (10000 bytes)"):
+        [message] = [m for m in bad if m.kind == kind]
+        [letter] = [x for x in letters if found_in(x, message.token)]
+        shown = project.run("dlq", "show", letter["id"])
+        assert shown.returncode == 0, (kind, shown.stderr[-2000:])
+        assert "malformed" in shown.stdout, shown.stdout[:2000]
+
     listed = project.run("dlq", "list")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
