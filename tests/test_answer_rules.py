@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from workergen.answers import answer_problem, make_environment
+from workergen.answers import answer_problem, collect_answers, condition_text, make_environment
+from workergen.errors import UnaskedAnswerError
 from workergen.questions import load_questionnaire
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -260,3 +261,35 @@ def test_any_accepted_description_renders_valid_toml_and_python(broker: str):
         parsed = tomllib.loads(pyproject.render(answers))
         assert parsed["project"]["description"] == description
         assert ast.get_docstring(ast.parse(init.render(answers)), clean=False) == description
+
+
+# Asked only under a condition (`when` in copier.yml) that the default answers leave false.
+CONDITIONAL = [
+    question
+    for question in questionnaire.asked
+    if isinstance(question.when, str) and question.has_default
+]
+
+
+def test_some_questions_are_asked_only_under_a_condition():
+    assert {question.name for question in CONDITIONAL} >= {"rabbitmq_queue_type", "sqs_region"}
+
+
+@pytest.mark.parametrize("question", CONDITIONAL, ids=lambda question: question.name)
+def test_an_answer_to_a_question_not_asked_is_refused_naming_the_condition(question):
+    given = {question.name: str(question.default)}
+    # Every other question takes its default; none of these conditions holds for them.
+    with pytest.raises(UnaskedAnswerError) as refused:
+        collect_answers(
+            questionnaire,
+            given,
+            env=env,
+            use_defaults=True,
+            ask=None,
+            base_context={"_folder_name": "billing"},
+        )
+
+    assert refused.value.question == question.name
+    assert f"{question.name} is not asked for these answers" in refused.value.message
+    assert condition_text(question.when) in refused.value.message
+    assert "{{" not in refused.value.message
