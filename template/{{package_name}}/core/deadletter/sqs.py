@@ -72,6 +72,9 @@ class SqsDeadLetterStore(DeadLetterStore):
         self._urls: dict[str, str] = {}
         # A pass stopped at READ_PASS_SECONDS with letters left unread.
         self.timed_out = False
+        # Lane -> (letters hidden by another reader, the queue's visibility timeout)
+        # as a pass began: counted before the pass hides any letter itself.
+        self._hidden: dict[str, tuple[int, int]] = {}
 
     def queue_name(self, lane: str) -> str:
         return sqs_queue_name(dead_letter_queue(lane, self.settings.queue_namespace))
@@ -146,6 +149,7 @@ class SqsDeadLetterStore(DeadLetterStore):
     def _batches(self, lane: str, hide: int) -> Iterator[list[dict[str, Any]]]:
         """Receive a lane's dead-letter queue, ten at a time, until SQS has nothing more."""
         url = self._url(lane)
+        self._hidden[lane] = self._hidden_now(url)
         while True:
             batch = self.client.receive_message(
                 QueueUrl=url,
@@ -299,21 +303,31 @@ class SqsDeadLetterStore(DeadLetterStore):
                         break
         return removed
 
-    def unreached(self, lane: str | None = None) -> Unreached:
-        """Letters hidden by another reader now, by SQS's count, and how long they may stay so.
+    def _hidden_now(self, url: str) -> tuple[int, int]:
+        """(letters received and not yet deleted or released, the queue's visibility timeout)."""
+        attributes = self.client.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessagesNotVisible", "VisibilityTimeout"],
+        )["Attributes"]
+        return (
+            int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            int(attributes.get("VisibilityTimeout", 0)),
+        )
 
-        A reader hides letters for its own visibility timeout: a `dlq` command
-        for READ_HIDE_SECONDS at most, anyone else for the queue's default.
+    def unreached(self, lane: str | None = None) -> Unreached:
+        """Letters another reader held hidden as the pass began, and how long they may stay so.
+
+        Counted before the pass (SQS's count lags: letters the pass itself hid
+        and released may still count as hidden just after). A reader hides
+        letters for its own visibility timeout: a `dlq` command for
+        READ_HIDE_SECONDS at most, anyone else for the queue's default.
         """
         in_flight, longest = 0, READ_HIDE_SECONDS
         with self._guard():
             for name in lanes_of(lane):
-                attributes = self.client.get_queue_attributes(
-                    QueueUrl=self._url(name),
-                    AttributeNames=["ApproximateNumberOfMessagesNotVisible", "VisibilityTimeout"],
-                )["Attributes"]
-                in_flight += int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0))
-                longest = max(longest, int(attributes.get("VisibilityTimeout", 0)))
+                hidden, timeout = self._hidden.get(name) or self._hidden_now(self._url(name))
+                in_flight += hidden
+                longest = max(longest, timeout)
         return Unreached(
             in_flight=in_flight, retry_after=longest if in_flight else 0, timed_out=self.timed_out
         )
