@@ -9,26 +9,16 @@ and keep every bad message as a dead letter with its reason.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker, sqs_client
-from support.faults import add_fault_jobs, dead_letters, dispatch, rabbitmq_lock, runs, wait_for
-from support.hostile import (
-    Hostile,
-    found_in,
-    hostile_messages,
-    put_on_rabbitmq,
-    put_on_redis,
-    put_on_sqs,
-    table_kinds,
-)
+from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for
+from support.hostile import Hostile, found_in, hostile_messages, table_kinds
+from support.lanes import lane_project, put, remove_namespace
 from support.projects import Project, redis_project, unique_namespace
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -51,65 +41,8 @@ def broker(request) -> str:
 
 @pytest.fixture
 def project(broker: str, render, tmp_path: Path, request) -> Iterator[Project]:
-    redis_url = require_broker("redis", REDIS_URL)
-    ns = unique_namespace("hm")
-    answers: dict[str, Any] = {"result_backend": "none", "queue_namespace": "billing"}
-    env = {"QUEUE_NAMESPACE": ns, "LOCK_URL": redis_url}
-    if broker == "redis":
-        answers["broker"] = "redis"
-        env["BROKER_URL"] = redis_url
-    elif broker.startswith("rabbitmq"):
-        answers.update(broker="rabbitmq", rabbitmq_queue_type=broker.split("-")[1])
-        env["BROKER_URL"] = require_broker("rabbitmq", RABBITMQ_URL)
-    else:
-        answers["broker"] = "sqs"
-        env.update(
-            BROKER_URL=request.getfixturevalue("sqs_url"),
-            VISIBILITY_TIMEOUT="60",
-            TASK_SOFT_TIME_LIMIT="8",
-            TASK_TIME_LIMIT="10",
-            TASK_RETRY_BACKOFF_MAX="5",
-            AWS_ACCESS_KEY_ID="testing",
-            AWS_SECRET_ACCESS_KEY="testing",
-        )
-    proj = Project.copy_of(render(**answers), tmp_path / "billing", PACKAGE, **env)
-    proj.broker = broker
-    add_fault_jobs(proj)
-    if broker == "sqs":
-        done = proj.run("queue", "provision")
-        assert done.returncode == 0, done.stdout + done.stderr
-    with rabbitmq_lock(exclusive=False) if broker != "redis" else contextlib.nullcontext():
-        try:
-            yield proj
-        finally:
-            proj.run("dlq", "purge", "--yes")
-            remove_namespace(proj, broker, ns)
-
-
-def remove_namespace(project: Project, broker: str, ns: str) -> None:
-    """Delete the lanes and dead-letter stores this test created."""
-    url = project.env["BROKER_URL"]
-    names = [f"{ns}.{lane}{suffix}" for lane in ("critical", *LANES) for suffix in ("", ".dlq")]
-    if broker == "redis":
-        import redis
-
-        client = redis.Redis.from_url(url)
-        keys = [*client.scan_iter(match=f"{ns}*"), *client.scan_iter(match=f"_kombu.binding.{ns}*")]
-        if keys:
-            client.delete(*keys)
-        client.close()
-    elif broker.startswith("rabbitmq"):
-        from kombu import Connection
-
-        with Connection(url) as connection:
-            channel = connection.channel()
-            for name in names:
-                channel.queue_delete(name)
-                channel.exchange_delete(name)
-    else:
-        client = sqs_client(url)
-        for queue_url in client.list_queues(QueueNamePrefix=ns).get("QueueUrls", []):
-            client.delete_queue(QueueUrl=queue_url)
+    with lane_project(broker, render, tmp_path, request, "hm") as proj:
+        yield proj
 
 
 def queue_depths(project: Project, broker: str) -> dict[str, tuple[int, int]]:
@@ -136,19 +69,6 @@ def bad_messages(broker: str) -> list[Hostile]:
     elif broker == "sqs":
         drawn = [message for message in drawn if message.sqs_ready]
     return drawn[:BAD_PER_BROKER]
-
-
-def put(project: Project, broker: str, lane: str, messages: list[Hostile]) -> None:
-    queue = f"{project.env['QUEUE_NAMESPACE']}.{lane}"
-    url = project.env["BROKER_URL"]
-    if broker == "redis":
-        put_on_redis(url, queue, messages)
-    elif broker.startswith("rabbitmq"):
-        put_on_rabbitmq(url, queue, messages)
-    else:
-        client = sqs_client(url)
-        queue_url = client.get_queue_url(QueueName=queue.replace(".", "-"))["QueueUrl"]
-        put_on_sqs(client, queue_url, queue, messages)
 
 
 def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(

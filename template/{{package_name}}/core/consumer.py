@@ -14,18 +14,27 @@ project's queues only (see `LaneDelayedDelivery`).
 from __future__ import annotations
 
 import logging
+import math
+from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
 from celery.worker.consumer import Consumer
 from celery.worker.consumer.delayed_delivery import DelayedDelivery
+from kombu import Exchange
 from kombu.common import Broadcast
-from kombu.transport.native_delayed_delivery import CELERY_DELAYED_DELIVERY_EXCHANGE
+from kombu.transport.native_delayed_delivery import (
+    CELERY_DELAYED_DELIVERY_EXCHANGE,
+    MAX_LEVEL,
+    calculate_routing_key,
+    level_name,
+)
 
 from . import project
 from .config import PUBLISH_RETRY_POLICY, dead_letter_queues, lane_queues
 from .deadletter import MALFORMED, POISON, REFUSED, UNKNOWN_TASK
 from .deadlettering import dead_letter_message
+from .delays import eta_problem
 from .deliveries import (
     await_broker_rules,
     broker_deliveries,
@@ -46,7 +55,11 @@ log = logging.getLogger(__name__)
 # the pause across workers; UNKNOWN_TASK_GRACE bounds the whole wait.
 UNKNOWN_SINCE_HEADER = "unknown_task_since"
 UNKNOWN_TRIES_HEADER = "unknown_task_tries"
+UNKNOWN_PAUSE_FIRST = 5.0
 UNKNOWN_PAUSE_MAX = 30.0
+# Held messages sent back per turn of the worker's loop, and the gap between turns.
+SEND_BACK_AT_ONCE = 2
+SEND_BACK_GAP = 0.005
 
 
 class LaneDelayedDelivery(DelayedDelivery):
@@ -125,6 +138,9 @@ class DeadLetterConsumer(Consumer):
             if intake.problem:
                 reason, text = intake.problem
                 return self._give_up(message, reason=reason, exception=text)
+            eta = message.headers.get("eta")
+            if eta is not None and (too_far := eta_problem(eta, datetime.now(UTC), settings)):
+                return self._give_up(message, reason=MALFORMED, exception=too_far)
             if intake.task not in self.strategies:
                 return self.on_unknown_task(None, message, KeyError(intake.task))
             return handle(message)
@@ -195,7 +211,10 @@ class DeadLetterConsumer(Consumer):
             return
         tries = headers.get(UNKNOWN_TRIES_HEADER)
         tries = tries if isinstance(tries, int) and 0 <= tries < 64 else 0
-        pause = min(2.0**tries, UNKNOWN_PAUSE_MAX, grace - waited, self._longest_hold())
+        pause = min(UNKNOWN_PAUSE_FIRST * 2.0**tries, UNKNOWN_PAUSE_MAX, grace - waited)
+        delayed = self._delays_on_broker()
+        if not delayed:
+            pause = min(pause, self._longest_hold())
         log.warning(
             "Unknown job %s: back on its lane in %.0f s, for a worker that has it "
             "(dead-lettered after UNKNOWN_TASK_GRACE=%d s).",
@@ -203,15 +222,58 @@ class DeadLetterConsumer(Consumer):
             pause,
             grace,
         )
-        self.timer.call_after(pause, self._send_back, (message, since, tries + 1))
+        if delayed:
+            # The broker keeps the copy until the pause is over: nothing is held here.
+            self._send_back(message, since, tries + 1, delay=max(1, math.ceil(pause)))
+            return
+        # Held as Celery holds a job with an eta: the prefetch is raised by one
+        # while it waits, so the slot it takes stays free for other jobs. The
+        # raise is sent at once: a message taken while the worker waited for the
+        # broker's answer to the last raise would otherwise wait for the next
+        # timer tick (up to 2 s) before the broker hands out another.
+        self.qos.increment_eventually()
+        self.timer.call_after(0, self.qos.update)
+        self.timer.call_after(pause, self._release, (message, since, tries + 1))
+
+    def _delays_on_broker(self) -> bool:
+        """Whether the broker delays a copy itself, where a held message would take a slot.
+
+        RabbitMQ quorum lanes reserve a fixed number of messages per worker (no
+        global QoS), and are bound to Celery's delayed-delivery exchanges. On
+        Redis, SQS and classic lanes raising the prefetch frees the slot, and
+        costs no publish per message (a request each on SQS) until the pause is over.
+        """
+        return self.app.settings.broker_kind == "amqp" and project.QUEUE_TYPE == "quorum"
 
     def _longest_hold(self) -> float:
         """A held message must go back before Redis or SQS would hand it out again."""
         settings = self.app.settings
         return settings.visibility_timeout / 2 if settings.uses_visibility_timeout else 3600.0
 
-    def _send_back(self, message: Any, since: datetime, tries: int) -> None:
-        """Publish a copy of a held message on its lane, then acknowledge the original."""
+    def _release(self, message: Any, since: datetime, tries: int) -> None:
+        """The end of a hold: the message waits its turn to go back on its lane."""
+        due = self.__dict__.setdefault("_due_back", deque())
+        due.append((message, since, tries))
+        if len(due) == 1:
+            self.timer.call_after(0, self._send_back_due)
+
+    def _send_back_due(self) -> None:
+        """Send back a few held messages, then let the worker take its messages again.
+
+        Holds that began together end together: sent back all at once (a publish
+        and an acknowledgement each, a request each on SQS), they would keep a
+        healthy job that arrived meanwhile waiting until the last is sent.
+        """
+        due = self.__dict__.setdefault("_due_back", deque())
+        for _ in range(min(SEND_BACK_AT_ONCE, len(due))):
+            message, since, tries = due.popleft()
+            self.qos.decrement_eventually()
+            self._send_back(message, since, tries)
+        if due:
+            self.timer.call_after(SEND_BACK_GAP, self._send_back_due)
+
+    def _send_back(self, message: Any, since: datetime, tries: int, delay: int = 0) -> None:
+        """Publish a copy of a message on its lane, due in `delay` s; acknowledge the original."""
         namespace = self.app.settings.queue_namespace
         lane = lane_of_queue((message.delivery_info or {}).get("routing_key"), namespace)
         headers = {
@@ -221,17 +283,21 @@ class DeadLetterConsumer(Consumer):
         }
         try:
             queue = self.app.amqp.queues[qualified_queue(lane or "default", namespace)]
+            route: dict[str, Any] = {"exchange": queue.exchange, "routing_key": queue.routing_key}
+            if delay:
+                # As Celery publishes a countdown on quorum lanes.
+                route["exchange"] = Exchange(level_name(MAX_LEVEL), type="topic")
+                route["routing_key"] = calculate_routing_key(delay, queue.routing_key)
             with self.app.producer_or_acquire() as producer:
                 producer.publish(
                     message.body,
-                    exchange=queue.exchange,
-                    routing_key=queue.routing_key,
                     declare=[queue],
                     headers=headers,
                     content_type=message.content_type,
                     content_encoding=message.content_encoding,
                     retry=True,
                     retry_policy=PUBLISH_RETRY_POLICY,
+                    **route,
                 )
         except Exception as exc:
             log.warning("Could not send back unknown job (%s); given back instead.", exc)

@@ -49,8 +49,10 @@ def seconds_ahead(value: Any, now: datetime, timezone: str) -> float | None:
 def eta_problem(value: Any, now: datetime, settings: Settings) -> str | None:
     """Why a message with this eta is not held for its worker, or None when it may be."""
     ahead = seconds_ahead(value, now, settings.timezone)
+    if ahead is None:
+        return None
     limit = settings.effective_task_max_eta
-    if ahead is None or ahead <= limit:
+    if ahead <= limit:
         return None
     return (
         f"its eta {_shown(value)} is {ahead:.0f} s ahead, beyond TASK_MAX_ETA ({limit} s): "
