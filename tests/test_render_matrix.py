@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -14,6 +15,26 @@ BROKERS = ["redis", "rabbitmq", "sqs"]
 # Answers a broker asks on top of the shared ones: RabbitMQ, the queue type of its lanes.
 BROKER_VARIANTS = {
     "rabbitmq": [{"rabbitmq_queue_type": "classic"}, {"rabbitmq_queue_type": "quorum"}],
+}
+# What belongs to one broker: a project's tests import none of another broker's
+# (its environment may not hold them: boto3 and pycurl come with SQS only).
+BROKER_MODULES = {
+    "redis": ("billing.core.transports", "billing.core.recovery", "billing.core.deadletter.redis"),
+    "rabbitmq": (
+        "amqp",
+        "billing.core.amqp_frames",
+        "billing.core.amqp_transport",
+        "billing.core.deadletter.amqp",
+        "billing.core.policies",
+    ),
+    "sqs": (
+        "boto3",
+        "botocore",
+        "pycurl",
+        "kombu.transport.SQS",
+        "billing.core.deadletter.sqs",
+        "billing.core.sqs_transport",
+    ),
 }
 RESULT_BACKENDS = ["none", "redis"]
 NAMESPACES = ["", "ventas"]
@@ -37,6 +58,19 @@ MATRIX = [
 ]
 
 
+def imported_modules(tests: Path) -> dict[str, set[str]]:
+    """Every module each file under `tests` imports, at the top or inside a function."""
+    found: dict[str, set[str]] = {}
+    for path in tests.rglob("*.py"):
+        names = found.setdefault(str(path.relative_to(tests)), set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300)
 
@@ -55,6 +89,11 @@ def test_renders_lints_and_passes_its_own_tests(render, answers: dict[str, objec
             list(yaml.safe_load_all(path.read_text()))
         elif path.suffix == ".json":
             json.loads(path.read_text())
+
+    others = [m for b, modules in BROKER_MODULES.items() if b != answers["broker"] for m in modules]
+    for path, names in imported_modules(project / "tests").items():
+        foreign = {n for n in names if any(n == m or n.startswith(f"{m}.") for m in others)}
+        assert not foreign, f"tests/{path} imports another broker's {sorted(foreign)}"
 
     lint = run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], project)
     assert lint.returncode == 0, lint.stdout + lint.stderr
