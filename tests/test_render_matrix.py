@@ -22,8 +22,6 @@ BROKER_MODULES = {
     "redis": ("billing.core.transports", "billing.core.recovery", "billing.core.deadletter.redis"),
     "rabbitmq": (
         "amqp",
-        "billing.core.amqp_frames",
-        "billing.core.amqp_transport",
         "billing.core.deadletter.amqp",
         "billing.core.policies",
     ),

@@ -125,19 +125,15 @@ def recovery_options(settings: Settings) -> dict[str, Any]:
 
 
 def broker_transport(settings: Settings) -> str | None:
-    """The project's own transports (core/transports.py, core/sqs_transport.py,
-    core/amqp_transport.py).
+    """The project's own transports (core/transports.py, core/sqs_transport.py).
 
     Redis and SQS quarantine an envelope they cannot read. Redis also restores a
     dead worker's messages within seconds (core/recovery.py); SQS names queues
-    one-to-one. RabbitMQ over plain TCP reads the socket in chunks; `amqps://`
-    keeps kombu's transport, which turns TLS on from the scheme.
+    one-to-one. RabbitMQ runs on kombu's own py-amqp transport.
     """
     scheme = urlsplit(settings.effective_broker_url).scheme
     if scheme in ("redis", "rediss"):
         return f"{project.PACKAGE}.core.transports:RedisTransport"
-    if scheme in ("amqp", "pyamqp"):
-        return f"{project.PACKAGE}.core.amqp_transport:Transport"
     if settings.broker_kind == "sqs":
         return f"{project.PACKAGE}.core.sqs_transport:Transport"
     return None
