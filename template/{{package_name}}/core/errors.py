@@ -56,3 +56,14 @@ class JobArgumentsError(ProjectError):
             f"{job} does not accept these arguments ({reason}); it takes {signature}. "
             "The job was NOT queued."
         )
+
+
+class DelayTooLongError(ProjectError):
+    """A dispatch asked for a countdown or eta further ahead than a worker holds a job."""
+
+    def __init__(self, *, job: str, seconds: float, limit: int) -> None:
+        super().__init__(
+            f"{job} was asked to run in {seconds:.0f} s, beyond TASK_MAX_ETA ({limit} s): a "
+            "worker would hold it unacknowledged that long. Use a shorter countdown, or raise "
+            "TASK_MAX_ETA (below VISIBILITY_TIMEOUT on Redis and SQS). The job was NOT queued."
+        )

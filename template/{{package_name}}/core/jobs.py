@@ -6,6 +6,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from celery import Task
@@ -15,8 +16,9 @@ from celery.result import AsyncResult
 from . import project
 from .celery_app import app
 from .deadletter import utcnow
+from .delays import seconds_ahead
 from .dispatch import broker_guard
-from .errors import JobArgumentsError
+from .errors import DelayTooLongError, JobArgumentsError
 from .queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
 from .retry import retry_policy
 
@@ -69,6 +71,9 @@ class Job(Task):
         Unlike `retry`, nothing failed: the copy keeps this delivery's task id and
         retry number, and counts against no retry limit.
         """
+        # Never further ahead than a worker holds a message: if the reason still
+        # stands when the copy arrives, it is sent again.
+        countdown = min(countdown, self.app.settings.effective_task_max_eta)
         again = self.signature_from_request(countdown=countdown, **self._back_on_its_lane({}))
         if not self.request.is_eager:
             again.apply_async()
@@ -102,6 +107,7 @@ class Job(Task):
         """Queue with Celery options (countdown, eta, argsrepr, ...) and optionally another lane."""
         args, kwargs = tuple(args), kwargs or {}
         self.check_arguments(args, kwargs)
+        self.check_delay(options)
         if idempotency_key is not None:
             options["headers"] = {**options.get("headers", {}), "idempotency_key": idempotency_key}
         if lane is not None:
@@ -111,6 +117,24 @@ class Job(Task):
         options.setdefault("kwargsrepr", shown(kwargs))
         with broker_guard(self.app.settings):
             return self.apply_async(args=args, kwargs=kwargs, **options)
+
+    def check_delay(self, options: dict[str, Any]) -> None:
+        """Refuse a countdown or eta further ahead than a worker holds a job (TASK_MAX_ETA).
+
+        RabbitMQ quorum lanes keep a delayed job in the broker, not the worker:
+        there any delay is taken.
+        """
+        if self.app.settings.broker_kind == "amqp" and project.QUEUE_TYPE == "quorum":
+            return
+        settings = self.app.settings
+        countdown = options.get("countdown")
+        if isinstance(countdown, int | float):
+            ahead: float | None = countdown
+        else:
+            ahead = seconds_ahead(options.get("eta"), datetime.now(UTC), settings.timezone)
+        limit = settings.effective_task_max_eta
+        if ahead is not None and ahead > limit:
+            raise DelayTooLongError(job=self.name, seconds=ahead, limit=limit)
 
     @functools.cached_property
     def run_signature(self) -> inspect.Signature:
