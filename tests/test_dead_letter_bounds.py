@@ -1,4 +1,4 @@
-"""Dead letters under stress: a store that fails, corrupt records, and a 50 MB argument."""
+"""Dead letters under stress: a store that fails, corrupt records, a 50 MB error or argument."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 PACKAGE = "billing"
 BIG = 50 * 1024 * 1024
 
-BIG_JOB = '''"""A job that fails with its (large) argument in the error."""
+BIG_JOB = '''"""A job that fails with a large error; given a large argument, it shows it too."""
 
 from {package}.core import job
 
 
 @job(name="{package}.big_fail")
-def big_fail(blob: str) -> None:
-    raise ValueError("\\x1b[2J cannot take " + blob)
+def big_fail(blob: str, size: int = 0) -> None:
+    raise ValueError("\\x1b[2J cannot take " + blob + "x" * size)
 '''
 
 
@@ -134,12 +134,10 @@ def test_corrupt_and_tampered_records_are_listed_as_corrupt(project: Project) ->
 
 
 @pytest.mark.parametrize("project", ["redis", "rabbitmq"], indirect=True)
-def test_a_50_mb_argument_leaves_a_bounded_record_and_log(project: Project) -> None:
+def test_a_50_mb_error_leaves_a_bounded_record_and_log(project: Project) -> None:
     with project.worker("--concurrency", "1") as worker:
-        sent = project.python(
-            f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch('x' * {BIG}).id)\n",
-            timeout=120,
-        )
+        code = f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch('y', {BIG}).id)\n"
+        sent = project.python(code, timeout=120)
         assert sent.returncode == 0, sent.stderr
         task_id = sent.stdout.split()[-1]
         [letter] = wait_for(lambda: dead_letters(project), 120, "the dead letter")
@@ -147,14 +145,41 @@ def test_a_50_mb_argument_leaves_a_bounded_record_and_log(project: Project) -> N
     assert letter["id"] == task_id
     # The failure details were kept (RabbitMQ: not lost to a publish that timed out).
     assert letter["reason"] == "failed" and letter["exception"].startswith("ValueError")
-    assert letter["truncated"]["body"] > BIG and letter["truncated"]["exception"] > BIG
+    assert letter["truncated"]["exception"] > BIG
+    assert letter["args"] == ["y", BIG]
+    assert_bounded(project, letter, log)
+
+
+@pytest.mark.parametrize("project", ["redis", "rabbitmq"], indirect=True)
+def test_a_50_mb_argument_is_refused_before_it_runs_with_a_bounded_record(
+    project: Project,
+) -> None:
+    with project.worker("--concurrency", "1") as worker:
+        code = (
+            f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch('x' * {BIG}).id)\n"
+        )
+        sent = project.python(code, timeout=120)
+        assert sent.returncode == 0, sent.stderr
+        task_id = sent.stdout.split()[-1]
+        [letter] = wait_for(lambda: dead_letters(project), 120, "the dead letter")
+        log = worker.log()
+    assert letter["id"] == task_id
+    # A body over the worker's bound (1 MiB) is never decoded, nor run.
+    assert letter["reason"] == "malformed"
+    assert "more than the 1048576 allowed" in letter["exception"]
+    assert letter["truncated"]["body"] > BIG and letter["args"] is None
+    assert_bounded(project, letter, log)
+
+
+def assert_bounded(project: Project, letter: dict, log: str) -> None:
+    """The record, the log and `dlq show` stay small and print no control character."""
     assert len(json.dumps(letter)) < 1024 * 1024
     assert max(len(line) for line in log.splitlines()) < 200 * 1024
     assert "\x1b" not in log
-    shown = project.run("dlq", "show", task_id)
+    shown = project.run("dlq", "show", letter["id"])
     assert shown.returncode == 0 and "truncated:" in shown.stdout
     assert "\x1b" not in shown.stdout
     if project.broker == "redis":
         client = redis.Redis.from_url(project.env["BROKER_URL"])
         ns = project.env["QUEUE_NAMESPACE"]
-        assert client.hstrlen(f"{ns}.default.dlq", task_id) < 1024 * 1024
+        assert client.hstrlen(f"{ns}.default.dlq", letter["id"]) < 1024 * 1024

@@ -344,7 +344,12 @@ class DeadLetterConsumer(Consumer):
             reason.capitalize(),
             preview(exception, 300),
         )
-        self._reject(message, requeue=self.app.settings.broker_kind not in ("amqp", "sqs"))
+        requeue = self.app.settings.broker_kind not in ("amqp", "sqs")
+        if requeue:
+            # Handed back because the store failed, not because a delivery ended
+            # the worker: it must not count towards `poison`.
+            forget_deliveries(self.app, message)
+        self._reject(message, requeue=requeue)
 
     def _reject(self, message: Any, *, requeue: bool) -> None:
         """Hand a message back to the broker, once its dead-letter rules are in place."""

@@ -342,4 +342,6 @@ class DeadLetterRequest(Request):
             # The broker routes it to the lane's dead-letter queue itself.
             self._broker_reject(requeue=False)
         else:
+            # Back for the store to take it later; the worker did not die on it.
+            forget_deliveries(self.app, self._message)
             self._broker_reject(requeue=give_back_requeues(self.app.settings))
