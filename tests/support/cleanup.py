@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 from support.brokers import port_open
 
+DEADLINES = "_kombu.binding_deadlines"
+
 
 def namespaced(namespaces: Iterable[str]) -> re.Pattern[str] | None:
     """A pattern matching names that hold one of the namespaces as a word."""
@@ -41,7 +43,16 @@ def delete_redis_keys(url: str, namespaces: Iterable[str]) -> int:
     ]
     for start in range(0, len(doomed), 500):
         client.delete(*doomed[start : start + 500])
-    return len(doomed)
+    # kombu keeps one sorted set of every pidbox binding's expiry, for every
+    # namespace at once: only the entries of these namespaces go.
+    stale = [
+        member
+        for member in client.zrange(DEADLINES, 0, -1)
+        if pattern.search(member.decode("utf-8", "replace"))
+    ]
+    if stale:
+        client.zrem(DEADLINES, *stale)
+    return len(doomed) + len(stale)
 
 
 def rabbitmq_names(kind: str) -> list[str]:
