@@ -135,14 +135,7 @@ def test_corrupt_and_tampered_records_are_listed_as_corrupt(project: Project) ->
 
 @pytest.mark.parametrize("project", ["redis", "rabbitmq"], indirect=True)
 def test_a_50_mb_error_leaves_a_bounded_record_and_log(project: Project) -> None:
-    with project.worker("--concurrency", "1") as worker:
-        code = f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch('y', {BIG}).id)\n"
-        sent = project.python(code, timeout=120)
-        assert sent.returncode == 0, sent.stderr
-        task_id = sent.stdout.split()[-1]
-        [letter] = wait_for(lambda: dead_letters(project), 120, "the dead letter")
-        log = worker.log()
-    assert letter["id"] == task_id
+    letter, log = dead_letter_of(project, f"'y', {BIG}")
     # The failure details were kept (RabbitMQ: not lost to a publish that timed out).
     assert letter["reason"] == "failed" and letter["exception"].startswith("ValueError")
     assert letter["truncated"]["exception"] > BIG
@@ -154,21 +147,25 @@ def test_a_50_mb_error_leaves_a_bounded_record_and_log(project: Project) -> None
 def test_a_50_mb_argument_is_refused_before_it_runs_with_a_bounded_record(
     project: Project,
 ) -> None:
+    letter, log = dead_letter_of(project, f"'x' * {BIG}")
+    # A body over the worker's bound (1 MiB) is never decoded, nor run.
+    assert letter["reason"] == "malformed"
+    assert "more than the 1048576 allowed" in letter["exception"]
+    assert letter["truncated"]["body"] > BIG and letter["args"] is None
+    assert_bounded(project, letter, log)
+
+
+def dead_letter_of(project: Project, arguments: str) -> tuple[dict, str]:
+    """Dispatch big_fail(<arguments>) to a worker; its one dead letter and the worker's log."""
     with project.worker("--concurrency", "1") as worker:
-        code = (
-            f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch('x' * {BIG}).id)\n"
-        )
+        code = f"from {PACKAGE}.jobs.big import big_fail\nprint(big_fail.dispatch({arguments}).id)"
         sent = project.python(code, timeout=120)
         assert sent.returncode == 0, sent.stderr
         task_id = sent.stdout.split()[-1]
         [letter] = wait_for(lambda: dead_letters(project), 120, "the dead letter")
         log = worker.log()
     assert letter["id"] == task_id
-    # A body over the worker's bound (1 MiB) is never decoded, nor run.
-    assert letter["reason"] == "malformed"
-    assert "more than the 1048576 allowed" in letter["exception"]
-    assert letter["truncated"]["body"] > BIG and letter["args"] is None
-    assert_bounded(project, letter, log)
+    return letter, log
 
 
 def assert_bounded(project: Project, letter: dict, log: str) -> None:
