@@ -170,7 +170,11 @@ class DeadLetterConsumer(Consumer):
 
     def _settle_after(self, message: Any, exc: Exception) -> None:
         """Settle a message whose handling raised; logs once, never raises."""
-        text = f"the worker could not take it: {type(exc).__name__}: {printable(str(exc), 300)}"
+        try:
+            detail = printable(str(exc), 300)
+        except Exception:  # an exception whose text cannot be made: named by its repr
+            detail = preview(exc, 300)
+        text = f"the worker could not take it: {type(exc).__name__}: {detail}"
         task_id = message_task(message)[0] or delivery_identity(message)
         log.critical("Message %s could not be taken: %s", printable(task_id), text, exc_info=True)
         try:
