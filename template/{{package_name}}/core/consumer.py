@@ -57,6 +57,15 @@ UNKNOWN_SINCE_HEADER = "unknown_task_since"
 UNKNOWN_TRIES_HEADER = "unknown_task_tries"
 UNKNOWN_PAUSE_FIRST = 5.0
 UNKNOWN_PAUSE_MAX = 30.0
+# The worker that last sent the job back, and whether that was a pass-on.
+# Redis hands an item to the consumer that has waited longest, and a worker's
+# own wait is nearly a second old whenever its pause ends: it would take back
+# its own job almost every time. A job that comes straight back to the worker
+# that sent it is passed on once more, at once, while that worker's wait is the
+# newest; a worker that has the job then takes it. Only a second return is held.
+UNKNOWN_SENDER_HEADER = "unknown_task_sender"
+UNKNOWN_PASSED_HEADER = "unknown_task_passed"
+PASS_ON_PAUSE = 0.02
 # Held messages sent back per turn of the worker's loop, and the gap between turns.
 SEND_BACK_AT_ONCE = 2
 SEND_BACK_GAP = 0.005
@@ -215,8 +224,16 @@ class DeadLetterConsumer(Consumer):
             return
         tries = headers.get(UNKNOWN_TRIES_HEADER)
         tries = tries if isinstance(tries, int) and 0 <= tries < 64 else 0
-        pause = min(UNKNOWN_PAUSE_FIRST * 2.0**tries, UNKNOWN_PAUSE_MAX, grace - waited)
         delayed = self._delays_on_broker()
+        if (
+            not delayed
+            and headers.get(UNKNOWN_SENDER_HEADER) == self.hostname
+            and headers.get(UNKNOWN_PASSED_HEADER) is not True
+        ):
+            log.debug("Unknown job %s came back: passed on.", preview(name))
+            self._hold(message, PASS_ON_PAUSE, (message, since, tries, True))
+            return
+        pause = min(UNKNOWN_PAUSE_FIRST * 2.0**tries, UNKNOWN_PAUSE_MAX, grace - waited)
         if not delayed:
             pause = min(pause, self._longest_hold())
         log.warning(
@@ -230,14 +247,20 @@ class DeadLetterConsumer(Consumer):
             # The broker keeps the copy until the pause is over: nothing is held here.
             self._send_back(message, since, tries + 1, delay=max(1, math.ceil(pause)))
             return
-        # Held as Celery holds a job with an eta: the prefetch is raised by one
-        # while it waits, so the slot it takes stays free for other jobs. The
-        # raise is sent at once: a message taken while the worker waited for the
-        # broker's answer to the last raise would otherwise wait for the next
-        # timer tick (up to 2 s) before the broker hands out another.
+        self._hold(message, pause, (message, since, tries + 1, False))
+
+    def _hold(self, message: Any, pause: float, release: tuple) -> None:
+        """Keep a message for `pause` s, then send it back (`_release(*release)`).
+
+        Held as Celery holds a job with an eta: the prefetch is raised by one
+        while it waits, so the slot it takes stays free for other jobs. The
+        raise is sent at once: a message taken while the worker waited for the
+        broker's answer to the last raise would otherwise wait for the next
+        timer tick (up to 2 s) before the broker hands out another.
+        """
         self.qos.increment_eventually()
         self.timer.call_after(0, self.qos.update)
-        self.timer.call_after(pause, self._release, (message, since, tries + 1))
+        self.timer.call_after(pause, self._release, release)
 
     def _delays_on_broker(self) -> bool:
         """Whether the broker delays a copy itself, where a held message would take a slot.
@@ -254,10 +277,10 @@ class DeadLetterConsumer(Consumer):
         settings = self.app.settings
         return settings.visibility_timeout / 2 if settings.uses_visibility_timeout else 3600.0
 
-    def _release(self, message: Any, since: datetime, tries: int) -> None:
+    def _release(self, message: Any, since: datetime, tries: int, passed: bool = False) -> None:
         """The end of a hold: the message waits its turn to go back on its lane."""
         due = self.__dict__.setdefault("_due_back", deque())
-        due.append((message, since, tries))
+        due.append((message, since, tries, passed))
         if len(due) == 1:
             self.timer.call_after(0, self._send_back_due)
 
@@ -270,20 +293,27 @@ class DeadLetterConsumer(Consumer):
         """
         due = self.__dict__.setdefault("_due_back", deque())
         for _ in range(min(SEND_BACK_AT_ONCE, len(due))):
-            message, since, tries = due.popleft()
+            message, since, tries, passed = due.popleft()
             self.qos.decrement_eventually()
-            self._send_back(message, since, tries)
+            self._send_back(message, since, tries, passed=passed)
         if due:
             self.timer.call_after(SEND_BACK_GAP, self._send_back_due)
 
-    def _send_back(self, message: Any, since: datetime, tries: int, delay: int = 0) -> None:
-        """Publish a copy of a message on its lane, due in `delay` s; acknowledge the original."""
+    def _send_back(
+        self, message: Any, since: datetime, tries: int, delay: int = 0, passed: bool = False
+    ) -> None:
+        """Publish a copy of a message on its lane, due in `delay` s; acknowledge the original.
+
+        `passed`: the copy is a pass-on (see UNKNOWN_SENDER_HEADER).
+        """
         namespace = self.app.settings.queue_namespace
         lane = lane_of_queue((message.delivery_info or {}).get("routing_key"), namespace)
         headers = {
             **(message.headers or {}),
             UNKNOWN_SINCE_HEADER: since.isoformat(),
             UNKNOWN_TRIES_HEADER: tries,
+            UNKNOWN_SENDER_HEADER: self.hostname,
+            UNKNOWN_PASSED_HEADER: passed,
         }
         try:
             queue = self.app.amqp.queues[qualified_queue(lane or "default", namespace)]
