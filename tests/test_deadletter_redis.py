@@ -24,15 +24,36 @@ def project(render, redis_url: str, tmp_path: Path) -> Project:
     return proj
 
 
+# A receiver of the dead-letter hook (docs/runtime.md), as a user adds one to a job module.
+HOOK_RECEIVER = """
+import os
+from pathlib import Path
+
+from {package}.core import job_dead_lettered
+
+
+@job_dead_lettered.connect
+def note(letter, task_name, reason, **_):
+    note = Path(letter.args[0]) / f"dead-lettered.{{letter.id}}"
+    note.write_text(f"{{task_name}} {{reason}} {{os.getpid()}}")
+"""
+
+
 def test_a_failing_job_is_dead_lettered_after_its_attempts_while_healthy_jobs_run(
     project: Project, folder: Path
 ) -> None:
-    with project.worker("--concurrency", "2"):
+    hook = project.root / project.package / "jobs" / "on_dead_letters.py"
+    hook.write_text(HOOK_RECEIVER.format(package=project.package))
+    with project.worker("--concurrency", "2") as worker:
         project.dispatch_probes(folder, [f"before-{i}" for i in range(4)])
         [pill] = dispatch(project, "always_fails", [str(folder), "pill"])
         project.dispatch_probes(folder, [f"after-{i}" for i in range(4)])
         wait_for_files(folder, [f"before-{i}" for i in range(4)] + [f"after-{i}" for i in range(4)])
         letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        noted = wait_for_files(folder, [f"dead-lettered.{pill}"], timeout=10)
+        assert worker.process is not None
+    # The hook ran once the letter was stored, in the worker's main process.
+    assert noted == {f"dead-lettered.{pill}": f"{PACKAGE}.always_fails failed {worker.process.pid}"}
     assert [letter["id"] for letter in letters] == [pill]
     letter = letters[0]
     # max_retries=2: one run and two retries, then the dead-letter store.

@@ -38,7 +38,7 @@ from .deliveries import await_broker_rules, forget_deliveries, give_back_requeue
 from .idempotency import release_dead_lettered
 from .inbound import Intake, intake_of, limited, preview, printable
 from .queues import lane_of_queue
-from .signals import dead_lettered
+from .signals import dead_lettered, job_dead_lettered
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,37 @@ def dead_letter_message(
     )
     dead_lettered.send(sender=None, letter=letter)
     message.ack()
+    announce(letter)
     return True
+
+
+def announce(letter: DeadLetter) -> None:
+    """Send `job_dead_lettered` for a stored letter; a receiver that raises is logged, not raised.
+
+    Celery's `send` would log a failing receiver without the letter it failed
+    on: each receiver is called here, from the list `send` walks itself
+    (`_live_receivers`, Celery's own), and its failure logged once, by id.
+    """
+    for receiver in job_dead_lettered._live_receivers(None):
+        try:
+            receiver(
+                signal=job_dead_lettered,
+                sender=None,
+                letter=letter,
+                letter_id=letter.id,
+                task_id=letter.task_id,
+                task_name=letter.task_name,
+                reason=letter.reason,
+                lane=letter.lane,
+                exception=letter.exception,
+                attempts=letter.attempts,
+            )
+        except Exception:
+            log.exception(
+                "A job_dead_lettered receiver (%s) failed on dead letter %s; the letter is kept.",
+                printable(getattr(receiver, "__qualname__", receiver), 200),
+                printable(letter.id),
+            )
 
 
 def letter_for(
