@@ -1,6 +1,8 @@
 """Every package the code imports is declared where it is used, and the generated
 projects' dependency ranges have one source: the template (the root `project` extra and
-constraints/oldest.txt are held to it here)."""
+constraints/oldest.txt are held to it here). The libraries whose internals the core relies
+on are bounded at the next minor CI has not run, and the environment the suite runs in
+holds releases inside those ranges."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import sys
 import tomllib
 from collections.abc import Iterable
 from importlib.metadata import packages_distributions
+from importlib.metadata import version as installed_version
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -31,6 +35,14 @@ HTTP_ANSWERS = {"broker": "redis", "http_api": True}
 # Imported only inside the functions that run for an SQS broker: a project on
 # another broker never imports them, and does not depend on them.
 SQS_ONLY = {"boto3", "botocore"}
+# The libraries whose internals the generated core subclasses or relies on: each
+# range stops below the next minor release CI has not run on, and CI runs the
+# lowest (constraints/oldest.txt) and the highest each allows.
+BOUNDED = ["celery", "kombu", "amqp", "billiard", "redis", "boto3", "botocore", "pycurl"]
+# Floors CI cannot run, and why (constraints/oldest.txt says so too).
+UNPINNED_FLOORS = {
+    "pycurl": "7.45.0 to 7.45.2 publish no wheels; building one needs libcurl's headers",
+}
 
 
 def imports(files: Iterable[Path]) -> tuple[set[str], set[str]]:
@@ -147,19 +159,72 @@ def test_the_root_project_extra_has_the_generated_projects_ranges(render) -> Non
     assert ranges(ROOT_PROJECT["optional-dependencies"]["project"]) == merged
 
 
-def test_celery_and_kombu_are_bounded_and_ci_pins_their_oldest_releases() -> None:
-    project = ranges(ROOT_PROJECT["optional-dependencies"]["project"])
+def oldest_pins() -> dict[str, str]:
+    """Name -> the release constraints/oldest.txt pins."""
     pins = {}
     for line in OLDEST.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, _, version = line.partition("==")
             pins[canonicalize_name(name)] = version.strip()
-    for name in ("celery", "kombu"):
-        specifier = Requirement(f"{name}{project[name][0]}").specifier
-        assert {spec.operator for spec in specifier} == {">=", "<"}, (name, str(specifier))
-        assert name in pins, f"{name} has no oldest release in {OLDEST.name}"
+    return pins
+
+
+def project_range(name: str) -> SpecifierSet:
+    """A generated project's range for `name` (the root `project` extra holds the template's)."""
+    project = ranges(ROOT_PROJECT["optional-dependencies"]["project"])
+    return Requirement(f"{name}{project[name][0]}").specifier
+
+
+def upper_bound(name: str, specifier: SpecifierSet) -> Version:
+    """The one `<` bound of a range, which must stop at a minor release (X.Y, Y > 0)."""
+    uppers = [Version(spec.version) for spec in specifier if spec.operator == "<"]
+    advice = "bound it at the next untested minor (the one after the newest release CI runs)"
+    assert len(uppers) == 1, f"{name}{specifier} has no upper bound: {advice}"
+    (upper,) = uppers
+    assert len(upper.release) == 2 and upper.minor > 0, (
+        f"{name}{specifier} is bounded at a major release, not a minor: {advice}"
+    )
+    return upper
+
+
+def test_the_runtime_libraries_are_bounded_at_a_minor_and_ci_pins_their_oldest_releases() -> None:
+    pins = oldest_pins()
+    project = ranges(ROOT_PROJECT["optional-dependencies"]["project"])
+    for name in BOUNDED:
+        specifier = project_range(name)
+        assert {spec.operator for spec in specifier} <= {">=", "<", "!="}, (name, str(specifier))
+        upper_bound(name, specifier)
+        if name in UNPINNED_FLOORS:
+            assert name not in pins, f"{name} is pinned in {OLDEST.name}, yet listed as unpinnable"
+        else:
+            assert name in pins, (
+                f"{name} has no oldest release in {OLDEST.name}: pin its floor, or say in"
+                " UNPINNED_FLOORS (and in that file) why CI cannot run it"
+            )
     for name, version in pins.items():
         assert name in project, f"{OLDEST.name} pins {name}, which projects do not depend on"
-        specifier = Requirement(f"{name}{project[name][0]}").specifier
+        specifier = project_range(name)
         lowest = {Version(spec.version) for spec in specifier if spec.operator == ">="}
         assert lowest == {Version(version)}, f"{name}: {OLDEST.name} pins {version}, not {lowest}"
+
+
+@pytest.mark.parametrize("name", BOUNDED)
+def test_this_environment_runs_the_newest_or_the_oldest_minor_each_range_allows(name: str) -> None:
+    """The suite's environment is what CI tests: a release outside a range means the
+    range is wrong; a newer minor than the one installed that the range still allows
+    is one nobody tested (CI installs the newest allowed, the oldest run the pins)."""
+    installed = Version(installed_version(name))
+    specifier = project_range(name)
+    assert specifier.contains(installed, prereleases=True), (
+        f"{name} {installed} is installed, outside the projects' range {name}{specifier}"
+    )
+    if Version(oldest_pins().get(name, "0")) == installed:
+        return  # the oldest environment (scripts/test-oldest.sh)
+    upper = upper_bound(name, specifier)
+    tested = Version(f"{installed.major}.{installed.minor + 1}")
+    assert upper == tested, (
+        f"{name}{specifier} allows minor releases up to below {upper}, but the newest this"
+        f" environment holds is {installed}: bound it at the next untested minor"
+        f" ({name}<{tested}), or install the newest allowed"
+        " (pip install --upgrade -e '.[dev]') and run CI on it"
+    )
