@@ -8,7 +8,7 @@ import re
 import sys
 from datetime import UTC, datetime
 
-from celery._state import get_current_task
+from celery import current_task
 
 # Celery logs each job twice at INFO: "received" from the worker's main process
 # and "succeeded in 0.01s" from the process that ran it. At a few thousand jobs a
@@ -56,7 +56,8 @@ class TaskContextFilter(logging.Filter):
     """Adds `task_id` and `task_name` to every record (None outside a task)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        task = get_current_task()
+        # Celery's public proxy of the running task: false outside a task.
+        task = current_task
         request_id = getattr(task.request, "id", None) if task else None
         record.task_id = request_id
         record.task_name = task.name if task and request_id else None
