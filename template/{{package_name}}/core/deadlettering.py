@@ -310,14 +310,16 @@ class DeadLetterRequest(Request):
         await_broker_rules()
         super().reject(requeue=requeue)
 
-    def _announce_cancelled(self, emit_retry: bool = True) -> None:
+    def _announce_cancelled(self, *args: Any, **kwargs: Any) -> None:
         # Cancelled because the broker connection was lost: the message stays
         # unacknowledged and comes back. Marked first, so a result backend that
         # went down with the broker (storing the RETRY state fails) cannot turn
         # the cancel into a revoke, which would acknowledge the job: lost.
+        # Celery's arguments are passed on as given: 5.5.0 takes none, later
+        # releases take `emit_retry`.
         self._already_cancelled = True
         try:
-            super()._announce_cancelled(emit_retry=emit_retry)
+            super()._announce_cancelled(*args, **kwargs)
         except Exception as exc:  # any result backend error; the job is given back anyway
             log.warning(
                 "%s[%s] cancelled after the connection loss; its state was not stored: %s",
