@@ -30,11 +30,13 @@ stamp="$VENV/.workergen-installed"
 # these scripts run them in the environment the suite runs in).
 if [ "${WORKERGEN_SKIP_INSTALL:-}" != 1 ] && {
   [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] ||
+    [ "$ROOT/runtime/pyproject.toml" -nt "$stamp" ] ||
     { [ -n "$CONSTRAINTS" ] && [ "$CONSTRAINTS" -nt "$stamp" ]; }
 }; then
-  echo "==> installing workergen and its development tools${CONSTRAINTS:+ (constraints: $CONSTRAINTS)}"
+  echo "==> installing workergen, its worker runtime and its development tools${CONSTRAINTS:+ (constraints: $CONSTRAINTS)}"
   "$PY" -m pip install --quiet --upgrade pip
-  "$PY" -m pip install --quiet ${CONSTRAINTS:+-c "$CONSTRAINTS"} -e "$ROOT[dev]"
+  # One install: the generator depends on the runtime of the same release, found here.
+  "$PY" -m pip install --quiet ${CONSTRAINTS:+-c "$CONSTRAINTS"} -e "$ROOT/runtime" -e "$ROOT[dev]"
   touch "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -1,13 +1,12 @@
 """`workergen make:job` and `workergen make:cron`, run anywhere inside a generated project.
 
-The commands, their options and the work are the project's own (`core/make_cli.py` and
-`core/scaffold.py`), loaded from its files: the help and the files written are those of
-`python -m <package> make:job`.
+The commands, their options and the work are the worker runtime's (`workergen_runtime.make_cli`
+and `workergen_runtime.scaffold`), the same the project's own `python -m <package> make:job`
+runs: the help and the files written are the same.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,6 @@ import typer.main
 
 from workergen.errors import NotAProjectError, UserMessageError
 from workergen.generated_project import find_project
-from workergen.project_core import load_core, project_error
 from workergen.provenance import ANSWERS_FILE
 
 FORWARDED: dict[str, Any] = {
@@ -52,23 +50,26 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
             f"{project.root / ANSWERS_FILE} records no valid package_name",
             hint="Restore the file from git, or run `copier update`.",
         )
-    make_cli = load_core(project.root, package)
-    scaffold = importlib.import_module(f"{make_cli.__name__.rpartition('.')[0]}.scaffold")
-    if hasattr(scaffold, "answer_renderer"):
-        # workergen holds the template: a new lane is rendered here, not by a second workergen.
-        scaffold.answer_renderer = rerender_answers
-    commands = getattr(make_cli, "COMMANDS", None) or {
-        "make:job": make_cli.make_job,
-        "make:cron": make_cli.make_cron,
-    }
+    if (project.root / package / "core").is_dir():
+        raise UserMessageError(
+            f"{project.root} carries its own copy of the worker runtime ({package}/core/), "
+            "from a release before the runtime library",
+            hint="Run `workergen update` in the project first (docs/updating.md), or run "
+            f"`python -m {package} {spelling}` there.",
+        )
+    from workergen_runtime import make_cli, scaffold
+    from workergen_runtime.errors import ProjectError
+
+    # workergen holds the template: a new lane is rendered here, not by a second workergen.
+    scaffold.answer_renderer = rerender_answers
     single = typer.Typer(add_completion=False, rich_markup_mode=None)
-    single.command(spelling)(commands[spelling])
+    single.command(spelling)(make_cli.COMMANDS[spelling])
     command = typer.main.get_command(single)
     try:
         # Not standalone: an exit (--help, Ctrl-C) comes back as its code, a usage error is
         # raised to workergen's own command line, which shows it.
         code = command.main(args=args, prog_name=f"workergen {spelling}", standalone_mode=False)
-    except project_error(make_cli) as error:
+    except ProjectError as error:
         message = getattr(error, "message", str(error))
         raise UserMessageError(message, hint=getattr(error, "hint", None)) from None
     if isinstance(code, int) and code:
