@@ -12,9 +12,9 @@ from support.projects import Project
 PACKAGE = "billing"
 
 # A job module that reads the settings when it is imported, as user code may.
-READS_SETTINGS = f'''"""Reads a setting at import time."""
+READS_SETTINGS = '''"""Reads a setting at import time."""
 
-from {PACKAGE}.core.settings import get_settings
+from workergen_runtime.settings import get_settings
 
 NAMESPACE = get_settings().queue_namespace
 '''
@@ -92,7 +92,8 @@ def assert_names_the_setting(done, setting: str) -> None:
 def test_the_table_holds_every_setting(project: Project) -> None:
     done = project.python(
         "import json\n"
-        f"from {PACKAGE}.core.settings import Settings\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.settings import Settings\n"
         "print(json.dumps([name.upper() for name in Settings.model_fields]))\n"
     )
     assert done.returncode == 0, done.stderr

@@ -17,12 +17,13 @@ pytestmark = [pytest.mark.broker]
 RUN_CRONS = """
 import json
 
-from billing.core import cron_task
-from billing.core.celery_app import app, create_app
-from billing.core.crons import CronTask, overlap_lock_key
-from billing.core.locks import lock_client
-from billing.core.schedules import every_minutes
-from billing.core.settings import Settings
+import billing
+from workergen_runtime import cron_task
+from workergen_runtime.celery_app import app, create_app
+from workergen_runtime.crons import CronTask, overlap_lock_key
+from workergen_runtime.locks import lock_client
+from workergen_runtime.schedules import every_minutes
+from workergen_runtime.settings import Settings
 
 client = lock_client(app.settings)
 held = {}

@@ -24,7 +24,7 @@ BIG = 50 * 1024 * 1024
 
 BIG_JOB = '''"""A job that fails with a large error; given a large argument, it shows it too."""
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 @job(name="{package}.big_fail")

@@ -29,7 +29,7 @@ HOOK_RECEIVER = """
 import os
 from pathlib import Path
 
-from {package}.core import job_dead_lettered
+from workergen_runtime import job_dead_lettered
 
 
 @job_dead_lettered.connect

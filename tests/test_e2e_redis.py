@@ -102,7 +102,7 @@ def test_a_pickle_message_is_never_executed(project: Project, tmp_path: Path) ->
 
 
 DISPATCH_UNAVAILABLE = (
-    f"from {PACKAGE}.core import QueueUnavailableError\n"
+    f"from workergen_runtime import QueueUnavailableError\n"
     f"from {PACKAGE}.jobs.probe import ProbeJob\n"
     "try:\n"
     "    ProbeJob.dispatch('/nonexistent', 'x')\n"

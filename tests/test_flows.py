@@ -24,7 +24,7 @@ import json
 import uuid
 from pathlib import Path
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 @job(name="{package}.member")
@@ -76,9 +76,11 @@ def start(project: Project, flow: str, wait: float | None = 60) -> object:
     """Start a flow from another process; its last step's result when `wait` is given."""
     code = (
         "import json\n"
-        f"from {PACKAGE}.core.discovery import import_jobs\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.discovery import import_jobs\n"
         "import_jobs()\n"
-        f"from {PACKAGE}.core.flows import chain, chord, group, start_flow\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.flows import chain, chord, group, start_flow\n"
         f"from {PACKAGE}.jobs.flow_jobs import callback, member\n"
         f"from {PACKAGE}.jobs.greetings import greet_and_count, greet_everyone\n"
         f"result = start_flow({flow})\n"

@@ -151,11 +151,13 @@ def test_an_unrecoverable_error_in_the_worker_exits_non_zero(
     # A consumer that cannot start: Celery logs "Unrecoverable error" and stops.
     code = (
         "import sys\n"
-        f"from {PACKAGE}.core import consumer\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime import consumer\n"
         "def broken(self, *args, **kwargs):\n"
         "    raise RuntimeError('the consumer cannot start')\n"
         "consumer.DeadLetterConsumer.create_task_handler = broken\n"
-        f"from {PACKAGE}.core.cli import main\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.cli import main\n"
         "sys.argv = ['billing', 'queue', 'work', '--pool', 'solo']\n"
         "main()\n"
     )

@@ -30,7 +30,7 @@ RECORD_JOB = '''"""A job that leaves one file per run, so duplicates show."""
 import uuid
 from pathlib import Path
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 @job(name="{package}.record")

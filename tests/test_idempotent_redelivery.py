@@ -34,9 +34,10 @@ CHARGE_BODY = """    def handle(self, folder: str, token: str, seconds: float) -
 """
 # Producer code that writes a key's state in Redis, as a delivery elsewhere would.
 SET_STATE = (
-    "from billing.core.idempotency import storage_key\n"
-    "from billing.core.locks import lock_client\n"
-    "from billing.core.settings import get_settings\n"
+    "import billing\n"
+    "from workergen_runtime.idempotency import storage_key\n"
+    "from workergen_runtime.locks import lock_client\n"
+    "from workergen_runtime.settings import get_settings\n"
     "def set_state(key, value, ttl):\n"
     "    settings = get_settings()\n"
     "    name = storage_key('billing.charge', key, settings.queue_namespace)\n"

@@ -16,7 +16,7 @@ BROKEN_JOB = '''"""The send2 job."""
 import logging
 import os
 
-from billing.core import job
+from workergen_runtime import job
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ class Send2Job:
     def handle(self) -> None:
         log.info("ran")
 '''
-BROKEN_CRON = "from billing.core import cron_task\n\ndef oops(:\n"
+BROKEN_CRON = "from workergen_runtime import cron_task\n\ndef oops(:\n"
 BROKEN_PACKAGE = 'raise RuntimeError("boom")\n'
 
 CASES = {

@@ -4,7 +4,6 @@ request is refused with a message: no input reaches the generated code unescaped
 from __future__ import annotations
 
 import ast
-import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,6 @@ from hypothesis import strategies as st
 
 from support.scaffolding import PACKAGE, project_copy
 from workergen.answers import answer_problem, make_environment
-from workergen.project_core import load_core
 from workergen.questions import load_questionnaire
 
 INJECTION = 'weekly(day="mon\\"+str(__import__(\\"os\\").system(\\"touch pwned\\"))+\\"")'
@@ -134,11 +132,12 @@ def lanes_answer_checked(root: Path, answers: dict) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def scaffold(project: Path):
-    make_cli = load_core(project, PACKAGE)
-    module = importlib.import_module(f"{make_cli.__name__.rsplit('.', 1)[0]}.scaffold")
+    from workergen_runtime import scaffold as module
+
     # Rendering the template twice for each drawn lane would take hours.
-    module.answer_renderer = lanes_answer_checked
-    return module
+    before, module.answer_renderer = module.answer_renderer, lanes_answer_checked
+    yield module
+    module.answer_renderer = before
 
 
 def plan_or_refusal(scaffold, project: Path, request) -> list | None:

@@ -93,7 +93,7 @@ SOFT_LIMITED_JOB = """\"\"\"Runs past its soft time limit and lets the exception
 
 import time
 
-from billing.core import job
+from workergen_runtime import job
 
 
 @job(name="billing.soft_limited", soft_time_limit=1, time_limit=20)

@@ -50,7 +50,7 @@ IDEMPOTENT_JOB = '''"""An idempotent job that leaves one file per run."""
 import uuid
 from pathlib import Path
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 @job(name="{package}.charge", idempotent=True)

@@ -19,19 +19,23 @@ BROKER_VARIANTS = {
 # What belongs to one broker: a project's tests import none of another broker's
 # (its environment may not hold them: boto3 and pycurl come with SQS only).
 BROKER_MODULES = {
-    "redis": ("billing.core.transports", "billing.core.recovery", "billing.core.deadletter.redis"),
+    "redis": (
+        "workergen_runtime.transports",
+        "workergen_runtime.recovery",
+        "workergen_runtime.deadletter.redis",
+    ),
     "rabbitmq": (
         "amqp",
-        "billing.core.deadletter.amqp",
-        "billing.core.policies",
+        "workergen_runtime.deadletter.amqp",
+        "workergen_runtime.policies",
     ),
     "sqs": (
         "boto3",
         "botocore",
         "pycurl",
         "kombu.transport.SQS",
-        "billing.core.deadletter.sqs",
-        "billing.core.sqs_transport",
+        "workergen_runtime.deadletter.sqs",
+        "workergen_runtime.sqs_transport",
     ),
 }
 RESULT_BACKENDS = ["none", "redis"]
@@ -77,7 +81,9 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_renders_lints_and_passes_its_own_tests(render, answers: dict[str, object]) -> None:
     project = render(**answers)
     package = "billing"
-    assert (project / package / "core" / "celery_app.py").is_file()
+    # The worker runtime is a dependency: the project holds only what its users own.
+    assert not (project / package / "core").exists()
+    assert (project / package / "app.py").is_file()
     assert (project / ".env.example").read_text().count(
         f"QUEUE_NAMESPACE={answers['queue_namespace']}\n"
     ) == 1

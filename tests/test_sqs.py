@@ -24,7 +24,7 @@ FAILING_JOBS = '''"""Jobs that fail: one raises while a flag file exists, one ki
 import os
 from pathlib import Path
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 @job(name="{package}.poison", queue="batch")

@@ -10,10 +10,8 @@ that names it and what depends on it.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from workergen.copier_run import fresh_render_class
 from workergen.jinja_cache import compiled_template_cache, plain_template, reuse_compiled
-from workergen.project_core import load_core, project_error
 
 Worker = copier._main.Worker
 Template = copier._template.Template
@@ -173,12 +170,6 @@ METHODS = [
     ),
     pytest.param(Bucket, "load_bytecode", "(self, f)", id="Bucket.load_bytecode: an entry read"),
     pytest.param(Bucket, "reset", "(self)", id="Bucket.reset: a damaged entry compiled again"),
-    pytest.param(
-        importlib,
-        "import_module",
-        "(name, package=)",
-        id="importlib.import_module: a project's core under a made-up package name",
-    ),
 ]
 
 
@@ -264,17 +255,3 @@ def test_a_plain_template_is_made_from_the_keys_jinja_reads_of_a_compiled_module
     cache = compiled_template_cache(env, shipped=tmp_path / "none")
     assert isinstance(cache, FileSystemBytecodeCache)
     assert cache.pattern == "%s.cache"
-
-
-def test_a_projects_core_loads_under_a_made_up_package_name(tmp_path: Path) -> None:
-    core = tmp_path / "billing" / "core"
-    core.mkdir(parents=True)
-    (core / "__init__.py").write_text("raise RuntimeError('the package is not run')\n")
-    (core / "errors.py").write_text("class ProjectError(Exception):\n    pass\n")
-    (core / "make_cli.py").write_text("from .errors import ProjectError\n")
-    (core / "scaffold.py").write_text("")
-    module = load_core(tmp_path, "billing")
-    package = module.__name__.rpartition(".")[0]
-    assert package.startswith("_workergen_project_core_")
-    assert project_error(module) is module.ProjectError
-    assert sys.modules[package].__path__ == [str(core)]

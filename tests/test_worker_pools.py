@@ -24,7 +24,7 @@ import socket
 import time
 from pathlib import Path
 
-from billing.core import job
+from workergen_runtime import job
 
 
 @job(name="billing.waits_on_io")

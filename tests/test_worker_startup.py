@@ -13,14 +13,14 @@ PACKAGE = "billing"
 # Modules of other commands (scaffolding, doctor, dead letters, monitor, scheduler CLI) and
 # the libraries only they or a help screen use.
 NOT_AT_WORKER_START = (
-    f"{PACKAGE}.core.scaffold",
-    f"{PACKAGE}.core.schedule_expr",
-    f"{PACKAGE}.core.doctor",
-    f"{PACKAGE}.core.dlq_cli",
-    f"{PACKAGE}.core.monitor",
-    f"{PACKAGE}.core.schedule_cli",
-    f"{PACKAGE}.core.scheduler",
-    f"{PACKAGE}.core.http_cli",
+    "workergen_runtime.scaffold",
+    "workergen_runtime.schedule_expr",
+    "workergen_runtime.doctor",
+    "workergen_runtime.dlq_cli",
+    "workergen_runtime.monitor",
+    "workergen_runtime.schedule_cli",
+    "workergen_runtime.scheduler",
+    "workergen_runtime.http_cli",
     "rich",
     "typer.rich_utils",
 )
@@ -31,7 +31,8 @@ def imported_by_queue_work(project: Path, modules: tuple[str, ...]) -> list[str]
     (replaced here by a stand-in that reports them)."""
     code = (
         "import json, runpy, sys\n"
-        f"from {PACKAGE}.core import worker\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime import worker\n"
         "def report(app, argv):\n"
         f"    print('imported:', json.dumps([m for m in {modules!r} if m in sys.modules]))\n"
         "    return 0\n"
@@ -136,7 +137,8 @@ def test_what_the_worker_loaded_is_frozen_before_the_pool_forks(render):
     code = (
         "import gc\n"
         "from celery import signals\n"
-        f"from {PACKAGE}.core.celery_app import app\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.celery_app import app\n"
         "before = gc.get_freeze_count()\n"
         "signals.celeryd_after_setup.send(sender='worker@host', instance=None, conf=app.conf)\n"
         "print(before, gc.get_freeze_count())\n"
@@ -153,8 +155,9 @@ def test_the_worker_starts_without_the_celery_command_group(render):
     # (Flower: Tornado, prometheus_client): a tenth of a second before the worker starts.
     code = (
         "import sys\n"
-        f"from {PACKAGE}.core.celery_app import app\n"
-        f"from {PACKAGE}.core.worker import run_worker\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.celery_app import app\n"
+        "from workergen_runtime.worker import run_worker\n"
         "app.user_options['worker'].add(__import__('click').Option(['--extra-flag'], "
         "is_flag=True))\n"
         "code = run_worker(app, ['worker', '--help'])\n"
@@ -170,8 +173,9 @@ def test_the_worker_starts_without_the_celery_command_group(render):
 
 def test_a_worker_command_line_must_start_with_worker(render):
     code = (
-        f"from {PACKAGE}.core.celery_app import app\n"
-        f"from {PACKAGE}.core.worker import run_worker\n"
+        f"import {PACKAGE}\n"
+        "from workergen_runtime.celery_app import app\n"
+        "from workergen_runtime.worker import run_worker\n"
         "run_worker(app, ['beat'])\n"
     )
     done = python_in(render(broker="redis"), code, BROKER_URL="memory://")

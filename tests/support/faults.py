@@ -22,7 +22,7 @@ from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 def _mark(folder: str, token: str, kind: str) -> None:
@@ -97,8 +97,9 @@ def dispatch(project: Project, job: str, *calls: list, lane: str | None = None) 
     """Dispatch `job` once per argument list, from another process; returns the task ids."""
     code = (
         "import json\n"
-        f"from {project.package}.core.celery_app import app\n"
-        f"from {project.package}.core.discovery import import_jobs\n"
+        f"import {project.package}\n"
+        "from workergen_runtime.celery_app import app\n"
+        "from workergen_runtime.discovery import import_jobs\n"
         "import_jobs()\n"
         f"task = app.tasks['{project.package}.{job}']\n"
         f"ids = [task.dispatch_with(args=args, lane={lane!r}).id for args in {calls!r}]\n"

@@ -19,7 +19,7 @@ PROBE_JOB = '''"""A job that leaves a file behind, so tests can see it ran and w
 import os
 from pathlib import Path
 
-from {package}.core import job
+from workergen_runtime import job
 
 
 @job(name="{package}.probe")
@@ -100,8 +100,9 @@ class Project:
     ) -> None:
         """Put a message straight on the default lane's queue, as a foreign producer would."""
         code = (
-            f"from {self.package}.core.celery_app import app\n"
-            f"from {self.package}.core.queues import qualified_queue\n"
+            f"import {self.package}\n"
+            "from workergen_runtime.celery_app import app\n"
+            "from workergen_runtime.queues import qualified_queue\n"
             f"queue = qualified_queue('default', app.settings.queue_namespace)\n"
             f"app.send_task({task!r}, args={args!r}, task_id={task_id!r},\n"
             f"              serializer={serializer!r}, queue=queue)\n"
