@@ -1,8 +1,8 @@
-"""Write copier.yml's validators from the rules in the template's core/naming.py.
+"""Write copier.yml's validators from the rules in the worker runtime's naming.py.
 
 The rules for names, namespaces, lanes and regions live in one place, the
-template's `core/naming.py`, because the generated project applies them to its
-settings and must not depend on workergen. copier.yml can only run Jinja, so its
+runtime's `workergen_runtime/naming.py`, because a generated project applies them
+to its settings and depends on the runtime, not on workergen. copier.yml can only run Jinja, so its
 validators are generated from those rules; the tests fail when copier.yml and
 the rules drift apart.
 
@@ -22,12 +22,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIER_YML = ROOT / "copier.yml"
-NAMING_PY = ROOT / "template" / "{{package_name}}" / "core" / "naming.py"
-MARKER = "  # Generated from core/naming.py by scripts/sync_validators.py: edit the rule there."
+NAMING_PY = ROOT / "runtime" / "src" / "workergen_runtime" / "naming.py"
+MARKER = (
+    "  # Generated from workergen_runtime/naming.py by scripts/sync_validators.py: "
+    "edit the rule there."
+)
 
 
 def load_naming(path: Path = NAMING_PY) -> ModuleType:
-    """Import the template's core/naming.py (standard library only) under a private name."""
+    """Import the runtime's naming.py (standard library only) under a private name."""
     spec = importlib.util.spec_from_file_location("_workergen_template_naming", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.check:
         if wanted != current:
             print(
-                "copier.yml's validators differ from core/naming.py's rules; "
+                "copier.yml's validators differ from workergen_runtime/naming.py's rules; "
                 "run: python scripts/sync_validators.py",
                 file=sys.stderr,
             )
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if wanted != current:
         COPIER_YML.write_text(wanted, encoding="utf-8")
-        print("copier.yml: validators rewritten from core/naming.py")
+        print("copier.yml: validators rewritten from workergen_runtime/naming.py")
     return 0
 
 

@@ -1,27 +1,10 @@
-"""The naming rules of make:job / make:cron, from the template's own core/naming.py."""
+"""The naming rules of make:job / make:cron, from the runtime's naming.py."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-NAMING_PY = (
-    Path(__file__).resolve().parents[1] / "template" / "{{package_name}}" / "core" / "naming.py"
-)
-
-
-def load_naming():
-    spec = importlib.util.spec_from_file_location("template_core_naming", NAMING_PY)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building
-    spec.loader.exec_module(module)
-    return module
-
-
-naming = load_naming()
+from workergen_runtime import naming
 
 
 @pytest.mark.parametrize(
