@@ -490,9 +490,9 @@ def test_the_next_steps_start_with_an_environment_and_the_install(tmp_path: Path
         "cp .env.example .env",
     ]
     assert commands[4] == "python -m billing queue work"
-    # What the install step installs: the project's own dependencies, Celery first.
+    # What the install step installs: the project's own dependencies, the worker runtime first.
     pyproject = (tmp_path / "billing" / "pyproject.toml").read_text()
-    assert '"celery[redis]' in pyproject and "dev = [" in pyproject
+    assert '"workergen-runtime>=' in pyproject and "dev = [" in pyproject
 
 
 def test_pretend_writes_nothing(tmp_path: Path):

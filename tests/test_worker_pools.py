@@ -15,6 +15,8 @@ import pytest
 from support.brokers import IN_CI
 from support.projects import Project, redis_project, wait_for_files
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 PACKAGE = "billing"
 
 # Waits on a socket that never answers: I/O, not CPU. Each run notes when it began and ended.
@@ -133,7 +135,9 @@ def test_the_gevent_pool_without_gevent_is_refused_naming_the_extra(render, tmp_
     assert len(done.stderr.strip().splitlines()) <= 3, done.stderr
     assert "No module named 'gevent'" in done.stderr
     assert "pip install 'billing[gevent]'" in done.stderr
-    # The extra it names exists and installs gevent.
+    # The extra it names exists and installs gevent (through the runtime's own extra).
     pyproject = tomllib.loads((rendered / "pyproject.toml").read_text())
-    extra = pyproject["project"]["optional-dependencies"]["gevent"]
+    assert pyproject["project"]["optional-dependencies"]["gevent"] == ["workergen-runtime[gevent]"]
+    runtime = tomllib.loads((REPO_ROOT / "runtime" / "pyproject.toml").read_text())
+    extra = runtime["project"]["optional-dependencies"]["gevent"]
     assert [line for line in extra if line.startswith("gevent")], extra

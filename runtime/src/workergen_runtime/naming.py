@@ -161,8 +161,9 @@ STANDARD_LIBRARY = _words(
 DEPENDENCY_PACKAGES = _words(
     """
     amqp annotated_doc annotated_types anyio billiard boto3 botocore celery click click_didyoumean
-    click_plugins click_repl curl dateutil dotenv fastapi gevent h11 idna iniconfig jmespath kombu
-    markdown_it opentelemetry prometheus_client starlette uvicorn
+    click_plugins click_repl curl dateutil dotenv fastapi flower gevent greenlet h11 humanize idna
+    iniconfig jmespath kombu markdown_it opentelemetry prometheus_client pytz starlette tornado
+    uvicorn zope workergen_runtime
     mdurl packaging pluggy prompt_toolkit py pycurl pydantic pydantic_core pydantic_settings
     pygments pytest redis rich ruff s3transfer shellingham six typer typing_extensions
     typing_inspection tzdata tzlocal urllib3 vine wcwidth yaml
