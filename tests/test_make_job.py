@@ -20,6 +20,7 @@ from support.scaffolding import (
     run_workergen,
     snapshot,
 )
+from workergen_runtime.scaffold import STUBS_DIR as STUBS
 
 
 @pytest.fixture
@@ -134,7 +135,7 @@ def test_add_lane_updates_the_answer_and_the_lanes_together(entry: str, project:
     assert yaml.safe_load(answers) == {**answers_before, "lanes": "critical,default,batch,emails"}
     assert (
         'LANES: tuple[str, ...] = ("critical", "default", "batch", "emails")\n'
-        in (project / "billing/core/project.py").read_text()
+        in (project / "billing/project.py").read_text()
     )
     lanes = subprocess.run(
         [sys.executable, "-m", PACKAGE, "queue", "lanes"],
@@ -150,7 +151,7 @@ def test_add_lane_updates_the_answer_and_the_lanes_together(entry: str, project:
 # Every template-owned file that lists the lanes.
 LANE_FILES = (
     "README.md",
-    "billing/core/project.py",
+    "billing/project.py",
     "deploy/compose.yaml",
     "deploy/kubernetes/keda.yaml",
     "deploy/kubernetes/workers.yaml",
@@ -256,7 +257,7 @@ def test_both_entry_points_write_the_same_bytes(render, tmp_path: Path):
 
 
 def test_a_local_stub_overrides_the_template_stub(entry: str, project: Path):
-    stub = project / "billing/core/stubs/job.py.tmpl"
+    stub = STUBS / "job.py.tmpl"
     (project / "stubs").mkdir()
     (project / "stubs/job.py.tmpl").write_text("# house style\n" + stub.read_text())
 
@@ -277,7 +278,7 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
         ("make:job", "ReconcileLedgerWithBank", "--retry-for", "ConnectionError,TimeoutError"),
         ("make:job", "Notify", "--queue", "emails", "--add-lane"),
         ("make:job", "Export", "--queue", LONG_LANE, "--add-lane"),
-        ("make:job", "Pay", "--retry-for", "billing.core.errors.QueueUnavailableError"),
+        ("make:job", "Pay", "--retry-for", "workergen_runtime.errors.QueueUnavailableError"),
         ("make:cron", "PurgeSessions", "--schedule", "*/5 * * * *"),
         ("make:cron", "reports/weekly", "--schedule", 'weekly("fri", at="18:30")'),
         ("make:cron", "Quarterly", "--schedule", "0 6 1 jan,apr,jul,oct *"),
@@ -311,7 +312,7 @@ def test_generated_files_lint_clean_and_their_tests_pass(render, tmp_path: Path)
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "26 passed" in tested.stdout  # 2 per generated file + hello's 2 + greetings' 4
-    lanes = (project / "billing/core/project.py").read_text()
+    lanes = (project / "billing/project.py").read_text()
     assert f'    "{LONG_LANE}",\n    "maint",\n)\n' in lanes, lanes  # too long for one line
 
 
@@ -397,15 +398,19 @@ def test_outside_a_project_it_says_so(entry: str, project: Path, tmp_path: Path)
     assert list(elsewhere.iterdir()) == []
 
 
-def test_workergen_asks_for_copier_update_when_the_project_predates_make_job(project: Path):
-    (project / "billing/core/scaffold.py").unlink()
+def test_workergen_asks_for_an_update_when_the_project_carries_its_own_core(project: Path):
+    # A project made before the runtime library holds a copy of it in <package>/core/: a job
+    # written for the runtime would import what that project does not have yet.
+    (project / "billing/core").mkdir()
+    (project / "billing/core/__init__.py").write_text("")
     before = snapshot(project)
 
     result = run_make("workergen", project, "make:job", "invoice")
 
     assert result.exit_code == 1
-    assert "has no scaffold.py" in result.output
-    assert "copier update" in result.output
+    assert "billing/core/" in result.output
+    assert "workergen update" in result.output
+    assert "python -m billing make:job" in result.output
     assert snapshot(project) == before
 
 
@@ -454,12 +459,12 @@ def imported_while_making_a_job(project: Path, run: str, modules: tuple[str, ...
 
 def test_python_m_make_job_imports_only_the_scaffolding(project: Path):
     # Writing a job needs neither Celery nor the settings: `python -m billing make:job` loads
-    # the core's scaffolding alone, not the core package (whose __init__ imports both).
+    # the runtime's scaffolding alone, not its command line (which imports both).
     run = (
         f"sys.argv = ['{PACKAGE}', 'make:job', 'SendInvoice']; "
         f"runpy.run_module('{PACKAGE}', run_name='__main__', alter_sys=True)"
     )
-    heavy = ("celery", "kombu", "pydantic_settings", "billing.core", "billing.core.cli")
+    heavy = ("celery", "kombu", "pydantic_settings", "workergen_runtime.cli", "billing.app")
     assert "imported: []" in imported_while_making_a_job(project, run, heavy)
 
 
