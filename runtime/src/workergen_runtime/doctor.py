@@ -47,8 +47,8 @@ def check_serialization(conf: Any) -> Check:
             "serialization",
             False,
             "accepts more than JSON: " + ", ".join(wrong),
-            "Set task_serializer/result_serializer to 'json' and accept_content/"
-            "result_accept_content to ['json'] in config.py (a pickle message runs code).",
+            "The runtime sets JSON only; remove the project's change to these settings "
+            "(app.conf or config_from_object in its modules): a pickle message runs code.",
         )
     return Check("serialization", True, "JSON only for tasks and results")
 
@@ -61,7 +61,8 @@ def check_acknowledgement(conf: Any) -> Check:
             "acknowledgement",
             False,
             f"{' and '.join(wrong)} off: a job is lost when its worker dies",
-            f"Set {' and '.join(wrong)} to True in config.py.",
+            f"The runtime sets {' and '.join(wrong)}; remove the project's change to "
+            "them (app.conf or config_from_object in its modules).",
         )
     return Check("acknowledgement", True, "acks_late and reject_on_worker_lost on")
 
