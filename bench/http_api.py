@@ -44,7 +44,7 @@ WORKER_OPTIONS = ["--concurrency", "1"]
 
 NOOP_JOB = f'''"""A job that does nothing, for the HTTP benchmark."""
 
-from {PACKAGE}.core import job
+from workergen_runtime import job
 
 
 @job(name="{PACKAGE}.noop", queue="default")

@@ -49,7 +49,7 @@ WARMUP = 20
 STAMP_JOB = f'''"""A job that records how long after its dispatch it started."""
 
 from bench_record import record
-from {PACKAGE}.core import job
+from workergen_runtime import job
 
 
 @job(name="{PACKAGE}.stamp", queue="default")

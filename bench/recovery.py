@@ -58,7 +58,7 @@ import time
 import redis
 from celery import current_task
 
-from {PACKAGE}.core import job
+from workergen_runtime import job
 
 _done = redis.Redis.from_url(os.environ["BENCH_DONE_URL"])
 
@@ -98,8 +98,9 @@ def sleepy(seconds):
 """
 GENERATED_FILL = f"""\
 import os, sys
-from {PACKAGE}.core.celery_app import app
-from {PACKAGE}.core.discovery import import_jobs
+import {PACKAGE}
+from workergen_runtime.celery_app import app
+from workergen_runtime.discovery import import_jobs
 import_jobs()
 task = app.tasks["{PACKAGE}.sleepy"]
 for i in range(int(sys.argv[1])):

@@ -240,10 +240,10 @@ def forget_namespace(
 
 
 def project_lanes(project: Path, package: str) -> tuple[str, ...]:
-    """The lanes a rendered project was generated with (its core/project.py)."""
+    """The lanes a rendered project was generated with (its project.py)."""
     import ast
 
-    for line in (project / package / "core" / "project.py").read_text().splitlines():
+    for line in (project / package / "project.py").read_text().splitlines():
         if line.startswith("LANES"):
             return tuple(ast.literal_eval(line.partition("=")[2].strip()))
     return ("default",)

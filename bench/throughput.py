@@ -55,7 +55,7 @@ DRAIN_TIMEOUT = 600
 
 NOOP_JOB = f'''"""A job that does nothing, for the throughput benchmark."""
 
-from {PACKAGE}.core import job
+from workergen_runtime import job
 
 
 @job(name="{PACKAGE}.noop", queue="default")
