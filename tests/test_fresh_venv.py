@@ -2,10 +2,12 @@
 
 The render matrix runs every combination in the suite's environment, which holds
 every broker's libraries. Here one project per broker gets a virtual environment
-of its own, made as its README says (`python -m venv`, then
-`pip install -e '.[dev]'` from the package index pip is configured with), and
-its tests run there, with the settings a user who ran the worker has exported
-in the shell and written to `.env`: none of them may change what the tests see.
+of its own, made as its README says before the runtime is published
+(`python -m venv`, then `pip install -e <checkout>/runtime -e '.[dev]'`: the
+runtime from this checkout, everything else from the package index pip is
+configured with), and its tests run there, with the settings a user who ran the
+worker has exported in the shell and written to `.env`: none of them may change
+what the tests see.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# The runtime of this checkout, not yet on the package index.
+RUNTIME = REPO_ROOT / "runtime"
 # One project per broker; the SQS one also has the HTTP front door, whose
 # dependencies (FastAPI, and httpx for its tests) only such projects declare.
 PROJECTS = {
@@ -53,11 +58,13 @@ EXPORTED_BROKER_URL = {
     "rabbitmq": "amqp://ops:secret@127.0.0.1:9/elsewhere",
     "sqs": "sqs://key:secret@127.0.0.1:9",
 }
-# Only the SQS project declares these; the others must run without them.
-SQS_ONLY = ("boto3", "botocore", "pycurl")
+# The runtime's `sqs` and `http` extras: only the SQS project asks for them (it has
+# the HTTP front door too); the others must run without them.
+OF_EXTRAS = ("boto3", "botocore", "pycurl", "fastapi", "uvicorn")
 WHICH_ARE_INSTALLED = (
-    f"import importlib.util as u; print([m for m in {SQS_ONLY!r} if u.find_spec(m)])"
+    f"import importlib.util as u; print([m for m in {OF_EXTRAS!r} if u.find_spec(m)])"
 )
+WHERE_THE_RUNTIME_IS = "import workergen_runtime as r; print(r.__file__)"
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str], timeout: int):
@@ -83,15 +90,24 @@ def test_a_project_s_tests_pass_in_a_fresh_venv_with_the_shell_s_settings(
     started = time.monotonic()
     made = run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 300)
     assert made.returncode == 0, made.stderr
+    # One pip command, so the resolver takes the runtime the project asks for from
+    # the checkout. The runtime is named without extras: those the project's
+    # dependencies ask for (`sqs`, `http`) are the only ones installed.
     installed = run(
-        [python, "-m", "pip", "install", "--quiet", "-e", f"{project}[dev]"], tmp_path, env, 900
+        [python, "-m", "pip", "install", "--quiet", "-e", str(RUNTIME), "-e", f"{project}[dev]"],
+        tmp_path,
+        env,
+        900,
     )
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     set_up = time.monotonic() - started
 
+    runtime = run([python, "-c", WHERE_THE_RUNTIME_IS], tmp_path, env, 60)
+    assert runtime.returncode == 0, runtime.stderr
+    assert Path(runtime.stdout.strip()).is_relative_to(RUNTIME), runtime.stdout
     found = run([python, "-c", WHICH_ARE_INSTALLED], tmp_path, env, 60)
     assert found.returncode == 0, found.stderr
-    assert found.stdout.strip() == (str(list(SQS_ONLY)) if broker == "sqs" else "[]")
+    assert found.stdout.strip() == (str(list(OF_EXTRAS)) if broker == "sqs" else "[]")
 
     shell = {**env, **shell_settings}
     pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs"]
