@@ -9,6 +9,9 @@
 # backend: the job's output is read from the worker's log.
 # DEMO_DIR: where the project, the worker's log and the folder broker go
 # (default .demo/ of the checkout); DEMO_NAMESPACE: the queue namespace.
+# The project is not installed: it runs in the checkout's environment, where
+# bootstrap.sh installed workergen-runtime editable from runtime/ (the runtime
+# is not on the package index before its first release).
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
 DEMO_DIR="${DEMO_DIR:-$ROOT/.demo}"
@@ -24,6 +27,26 @@ esac
 # Only what an earlier run left: DEMO_DIR may hold files of its owner.
 rm -rf "$DEMO" "$DEMO_DIR/broker" "$LOG" "$DISPATCHED" "$DEMO_DIR/worker.pid"
 mkdir -p "$DEMO_DIR"
+
+# The runtime the project runs on is this checkout's, whatever WORKERGEN_VENV holds.
+"$PY" - "$ROOT/runtime" "$VENV" <<'PYEOF'
+import sys
+from pathlib import Path
+
+checkout, venv = Path(sys.argv[1]).resolve(), sys.argv[2]
+install = f"{venv}/bin/python -m pip install -e {checkout}"
+try:
+    import workergen_runtime
+except ImportError:
+    sys.exit(f"The environment {venv} has no workergen-runtime: {install}")
+found = Path(workergen_runtime.__file__).resolve().parent
+if not found.is_relative_to(checkout):
+    sys.exit(
+        f"The demo's Python imports workergen-runtime from {found} (PYTHONPATH or {venv}),"
+        f" not from this checkout ({checkout}): {install}"
+    )
+print(f"==> workergen-runtime {workergen_runtime.__version__} from {checkout} (this checkout)")
+PYEOF
 
 echo "==> workergen new $DEMO"
 workergen new "$DEMO" --defaults --name demo --result-backend redis

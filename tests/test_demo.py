@@ -1,6 +1,7 @@
 """README's first command, scripts/demo.sh, as a user runs it: with and without Redis.
 
-The demo runs in the environment of this suite (nothing is installed), in a
+The demo runs in the environment of this suite (nothing is installed; the
+project gets workergen-runtime from this checkout, installed editable), in a
 folder of the test's own and with a namespace of its own, so concurrent runs
 never meet.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,7 @@ from support.brokers import REDIS_URL, require_broker
 from support.projects import unique_namespace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = REPO_ROOT / "runtime"
 # The demo looks for Redis on this machine's standard port.
 DEMO_REDIS = "redis://127.0.0.1:6379"
 # The suite's database (the demo refuses 0 and 1), so the session's clean-up
@@ -51,9 +54,12 @@ def run_demo(folder: Path, namespace: str, **env: str) -> subprocess.CompletedPr
 
 
 def hello_ran(done: subprocess.CompletedProcess[str]) -> None:
-    """The worker's log line of the dispatched hello job is shown, with the job's id."""
+    """The project ran on this checkout's runtime, and the worker's log line of the
+    dispatched hello job is shown, with the job's id."""
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
+    runtime = rf"^==> workergen-runtime \S+ from {re.escape(str(RUNTIME))} \(this checkout\)$"
+    assert re.search(runtime, done.stdout, re.MULTILINE), output
     dispatched = re.search(r"^dispatched demo\.hello id=(\S+)$", done.stdout, re.MULTILINE)
     assert dispatched, output
     assert re.search(
@@ -115,3 +121,18 @@ def test_the_demo_refuses_a_database_of_other_programs(tmp_path: Path, db: str) 
     assert f"DEMO_REDIS_DB={db}" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "demo-run").exists()
+
+
+def test_the_demo_refuses_a_runtime_that_is_not_the_checkout_s(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(
+        RUNTIME / "src" / "workergen_runtime",
+        elsewhere / "workergen_runtime",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    done = run_demo(tmp_path, unique_namespace("demo"), PYTHONPATH=str(elsewhere))
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"imports workergen-runtime from {elsewhere / 'workergen_runtime'}" in done.stderr
+    assert f"pip install -e {RUNTIME}" in done.stderr
+    assert "workergen new" not in done.stdout
