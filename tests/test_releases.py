@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from support.releases import commit_all, git
+from support.releases import (
+    REPO_ROOT,
+    clone_repository,
+    commit_all,
+    git,
+    holds_the_template_of,
+    make_release,
+    release_versions,
+    runtime_range,
+)
 from workergen.errors import TemplateRepositoryError
 from workergen.generated_project import unresolved_files
 from workergen.releases import git_address, parse_releases, read_history, version_of
@@ -132,3 +141,33 @@ def test_a_template_released_with_tags_only_is_read_too(tmp_path: Path):
     head = git(repo, "rev-parse", "HEAD").strip()
     assert [(r.tag, r.commit) for r in history.releases] == [("v1.2.0", head)]
     assert history.version("1.2.0").name == f"v1.2.0-0-g{head[:12]}"
+
+
+def test_the_packages_the_pin_and_the_projects_runtime_range_agree_at_head():
+    """scripts/release.sh sets all four together; nothing else may let them drift."""
+    versions = release_versions(REPO_ROOT)
+    version = versions["generator"]
+    assert versions == {
+        "generator": version,
+        "runtime": version,
+        "pin": version,
+        "range": runtime_range(version),
+    }
+
+
+def test_a_release_sets_every_version_together_and_records_the_template_it_ships(
+    tmp_path: Path,
+):
+    clone = clone_repository(tmp_path / "workergen")
+
+    make_release(clone, "1.0.0rc1")  # checks the four places
+
+    release = parse_releases((clone / "RELEASES").read_text())[0]
+    assert str(release.version) == "1.0.0rc1"
+    # A pre-release is named in full: a range of final releases would leave it out.
+    template = git(clone, "show", f"{release.commit}:template/pyproject.toml.jinja")
+    assert '>=1.0.0rc1,<1.1",' in template
+    # RELEASES records the commit that set the range; the one recording it changes no
+    # template file, so a wheel built at either ships the released template.
+    assert release.commit != git(clone, "rev-parse", "HEAD").strip()
+    assert holds_the_template_of(clone, release.commit)

@@ -1,13 +1,15 @@
 """This repository as a user gets it: a git clone without tags, releases, installs.
 
 Everything here works offline: clones are local, wheels are built without
-build isolation, and installs take their dependencies from the test suite's
-own environment.
+build isolation, and installs take workergen and its runtime from the wheels
+or the clone given, and every other dependency from the test suite's own
+environment.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,13 +17,17 @@ import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
+from packaging.version import Version
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-# A template fix of each kind: a file the user may have edited, a core module,
-# and a file the user owns once it exists (it must not reach projects).
+# A template fix of each kind: a file the user may have edited (README.md), a
+# template-owned module the user never touches (<package>/app.py), and a file
+# the user owns once it exists (it must not reach projects).
 README_FIX = "Requires Python 3.11 or newer.\n"
-CORE_FIX = '"""Errors the project raises on purpose (every one carries a message for people)."""'
+APP_FIX = '"""The Celery app of the project, for `celery -A <package>.app ...`."""'
+APP_FILE = "{{package_name}}/app.py"
 Edit = tuple[str, Callable[[str], str]]
 
 
@@ -29,17 +35,46 @@ def fix_readme(text: str) -> str:
     return text.replace("## Set up\n\n", f"## Set up\n\n{README_FIX}\n", 1)
 
 
-def fix_core_errors(text: str) -> str:
+def fix_app(text: str) -> str:
+    """The app module with a new first docstring line."""
     first, rest = text.split("\n", 1)
     assert first.startswith('"""'), first
-    return f"{CORE_FIX}\n{rest}"
+    return f"{APP_FIX}\n{rest}"
 
 
 TEMPLATE_FIXES: tuple[Edit, ...] = (
     ("README.md.jinja", fix_readme),
-    ("{{package_name}}/core/errors.py", fix_core_errors),
+    (APP_FILE, fix_app),
     ("{{package_name}}/jobs/hello.py.jinja", lambda text: text + "\n# new in the template\n"),
 )
+
+# Where a release's version is written (scripts/release.sh); all must agree.
+GENERATOR_INIT = "generator/workergen/__init__.py"
+RUNTIME_INIT = "runtime/src/workergen_runtime/__init__.py"
+TEMPLATE_PYPROJECT = "template/pyproject.toml.jinja"
+
+
+def runtime_range(version: str) -> str:
+    """The runtime versions a project of template `version` accepts: its minor release."""
+    parsed = Version(version)
+    lowest = version if parsed.is_prerelease else f"{parsed.major}.{parsed.minor}"
+    return f">={lowest},<{parsed.major}.{parsed.minor + 1}"
+
+
+def release_versions(repo: Path) -> dict[str, str]:
+    """The version each place holds: the two packages', the generator's pin, the range."""
+
+    def found(path: str, pattern: str) -> str:
+        match = re.search(pattern, (repo / path).read_text(), re.MULTILINE)
+        assert match, f"{path} holds no {pattern}"
+        return match[1]
+
+    return {
+        "generator": found(GENERATOR_INIT, r'^__version__ = "([^"]+)"$'),
+        "runtime": found(RUNTIME_INIT, r'^__version__ = "([^"]+)"$'),
+        "pin": found("pyproject.toml", r'"workergen-runtime==([^"]+)"'),
+        "range": found(TEMPLATE_PYPROJECT, r'^    "workergen-runtime\{\{.*\}\}([^"]+)",$'),
+    }
 
 
 def git_env() -> dict[str, str]:
@@ -99,18 +134,31 @@ def make_release(clone: Path, version: str, *edits: Edit) -> subprocess.Complete
         env=git_env(),
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    # The release is the package's version too: the wheel built from it says so.
-    init = (clone / "generator" / "workergen" / "__init__.py").read_text()
-    assert f'\n__version__ = "{version}"\n' in init
+    # The release is the packages' version too (the wheels built from it say so),
+    # and the runtime range of the projects rendered from it.
+    assert release_versions(clone) == {
+        "generator": version,
+        "runtime": version,
+        "pin": version,
+        "range": runtime_range(version),
+    }
     return done
+
+
+# The suite's own workergen and runtime (editable installs of this checkout):
+# hidden from the environments the tests install them into.
+OWN_DISTRIBUTIONS = re.compile(r"^(_editable_impl_|__editable__[._])?workergen([-_.].*)?$")
 
 
 def make_venv(path: Path) -> Path:
     """A virtual environment that sees this suite's installed packages but not workergen.
 
-    Its site-packages lists the suite's site-packages in a .pth line: those
-    packages import, but the .pth files there (the suite's editable workergen,
-    which points at the repository) are not read.
+    Its site-packages lists, in a .pth line, a folder of links to the entries of
+    the suite's site-packages but those of workergen and workergen-runtime: the
+    other packages import, and pip counts them as installed, so an offline
+    install resolves workergen's dependencies and takes workergen and its runtime
+    from the wheels (or the checkout) it is given. The .pth files among the
+    links are not read.
     """
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
@@ -120,11 +168,20 @@ def make_venv(path: Path) -> Path:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    Path(purelib, "suite-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    suite = path / "suite-packages"
+    suite.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not OWN_DISTRIBUTIONS.match(entry.name):
+            (suite / entry.name).symlink_to(entry)
+    Path(purelib, "suite-packages.pth").write_text(f"{suite}\n")
     return path
 
 
-def pip_install(venv: Path, *args: str) -> None:
+def pip_install(venv: Path, *args: str, deps: bool = False) -> None:
+    """`pip install ARGS` into `venv`, offline; `deps`: resolve the dependencies too.
+
+    Without `deps`, nothing but what ARGS name is installed.
+    """
     done = subprocess.run(
         [
             sys.executable,
@@ -134,7 +191,7 @@ def pip_install(venv: Path, *args: str) -> None:
             str(venv / "bin" / "python"),
             "install",
             "--quiet",
-            "--no-deps",
+            *(() if deps else ("--no-deps",)),
             "--no-index",
             "--no-build-isolation",
             *args,
@@ -145,18 +202,43 @@ def pip_install(venv: Path, *args: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def build_wheel(clone: Path, out: Path) -> Path:
-    """Build the sdist and, from it, the wheel (as `python -m build` does); return the wheel."""
+def build_dists(clone: Path, out: Path) -> tuple[Path, Path]:
+    """Build both distributions of `clone` into `out`, as docs/releasing.md says.
+
+    `python -m build` in the clone (workergen's sdist, then its wheel from it) and
+    `python -m build runtime --outdir dist` (workergen-runtime's). Returns the
+    two wheels: workergen's and the runtime's.
+    """
     shutil.rmtree(out, ignore_errors=True)
+    for source in (clone, clone / "runtime"):
+        done = subprocess.run(
+            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
+            capture_output=True,
+            text=True,
+            env=git_env(),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    (generator,) = out.glob("workergen-*.whl")
+    (runtime,) = out.glob("workergen_runtime-*.whl")
+    return generator, runtime
+
+
+def installed_version(venv: Path, distribution: str) -> tuple[str, Path]:
+    """The version of `distribution` installed in `venv`, and where it is."""
     done = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(clone)],
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sys; from importlib.metadata import distribution as d; "
+            "found = d(sys.argv[1]); print(found.version); print(found.locate_file(''))",
+            distribution,
+        ],
         capture_output=True,
         text=True,
-        env=git_env(),
+        check=True,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    (wheel,) = out.glob("workergen-*.whl")
-    return wheel
+    version, where = done.stdout.splitlines()
+    return version, Path(where)
 
 
 def workergen(
@@ -173,9 +255,10 @@ def workergen(
     )
 
 
-def project_tests_pass(project: Path) -> None:
+def project_tests_pass(project: Path, python: Path = Path(sys.executable)) -> None:
+    """The project's own tests pass, run by `python` (the suite's by default)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=project,
         capture_output=True,
         text=True,
