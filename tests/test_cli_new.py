@@ -9,6 +9,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import copier
 import jinja2
@@ -29,6 +30,8 @@ from workergen.render import render_project
 from workergen.template_source import TemplateSource, locate_template
 
 runner = CliRunner()
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str):
@@ -483,13 +486,18 @@ def test_the_next_steps_start_with_an_environment_and_the_install(tmp_path: Path
     assert result.exit_code == 0, result.output
     steps = result.output.split("Next steps:\n", 1)[1].splitlines()
     commands = [line.split("#")[0].strip() for line in steps]
+    # This suite runs workergen from its checkout: the runtime comes from the checkout too,
+    # as the package index may not have this release of it yet.
     assert commands[:4] == [
         f"cd {tmp_path / 'billing'}",
         "python -m venv .venv && . .venv/bin/activate",
-        "python -m pip install -e '.[dev]'",
+        f"python -m pip install -e {REPO_ROOT / 'runtime'} -e '.[dev]'",
         "cp .env.example .env",
     ]
     assert commands[4] == "python -m billing queue work"
+    # Outside a checkout the runtime comes from the package index: the plain install.
+    with patch("workergen.runtime_source.checkout_runtime", return_value=None):
+        assert "python -m pip install -e '.[dev]'" in new_command.next_commands(tmp_path, "billing")
     # What the install step installs: the project's own dependencies, the worker runtime first.
     pyproject = (tmp_path / "billing" / "pyproject.toml").read_text()
     assert '"workergen-runtime>=' in pyproject and "dev = [" in pyproject

@@ -39,6 +39,7 @@ from workergen.provenance import (
 )
 from workergen.questions import Question, load_questionnaire
 from workergen.render import RenderedFile, check_target, render_project
+from workergen.runtime_source import install_command
 from workergen.template_source import (
     TemplateSource,
     chosen_version,
@@ -202,11 +203,11 @@ def next_commands(path: Path, package: str) -> list[str]:
     commands = []
     if path.expanduser().resolve() != Path.cwd():
         commands.append(f"cd {shlex.quote(str(path))}")
-    # The project's dependencies (Celery, ...) go into an environment of its own:
-    # without them the first command below fails on `import celery`.
+    # The project's dependencies (the worker runtime, Celery, ...) go into an environment of
+    # its own: without them the first command below fails on `import workergen_runtime`.
     commands += [
         "python -m venv .venv && . .venv/bin/activate",
-        "python -m pip install -e '.[dev]'",
+        install_command(),
         "cp .env.example .env",
         f"python -m {package} queue work                # in one terminal",
         f"python -m {package} queue dispatch hello      # in another",
