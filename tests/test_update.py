@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,20 +20,22 @@ import yaml
 from typer.testing import CliRunner
 
 from support.releases import (
+    APP_FILE,
+    APP_FIX,
     BIN,
-    CORE_FIX,
     README_FIX,
     REPO_ROOT,
     TEMPLATE_FIXES,
     clone_repository,
     commit_all,
-    fix_core_errors,
+    fix_app,
     fix_readme,
     git,
     git_env,
     holds_the_template_of,
     make_release,
     project_tests_pass,
+    runtime_range,
 )
 from workergen import exit_codes
 from workergen.cli import app
@@ -98,6 +101,16 @@ def clone(tmp_path: Path) -> Path:
     return clone_repository(tmp_path / "workergen")
 
 
+def copier_update(project: Path) -> subprocess.CompletedProcess[str]:
+    """Plain `copier update`, as docs/updating.md gives it."""
+    return subprocess.run(
+        [str(BIN / "copier"), "update", "--defaults", "--skip-answered", "--conflict", "inline"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+
+
 def pre_commit(project: Path, hook: str) -> subprocess.CompletedProcess[str]:
     """Run one of the project's pre-commit hooks on every file (local hooks: no download)."""
     return subprocess.run(
@@ -153,17 +166,17 @@ def test_a_conflicting_edit_is_listed_and_exits_non_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clone: Path
 ):
     project = new_project(tmp_path, monkeypatch)
-    errors = project / "billing" / "core" / "errors.py"
-    errors.write_text(fix_core_errors(errors.read_text()).replace(CORE_FIX, '"""Our errors."""'))
+    app_module = project / "billing" / "app.py"
+    app_module.write_text(fix_app(app_module.read_text()).replace(APP_FIX, '"""Our app."""'))
     commit_all(project, "Our own docstring")
     make_release(clone, V2, *TEMPLATE_FIXES)
 
     result = run(project, "update", "--template", str(clone))
 
     assert result.exit_code == exit_codes.CONFLICTS, result.output
-    assert "billing/core/errors.py" in result.output
+    assert "billing/app.py" in result.output
     assert "need a hand" in result.output
-    text = errors.read_text()
+    text = app_module.read_text()
     assert "<<<<<<< before updating" in text and ">>>>>>> after updating" in text
     # What did merge cleanly arrived.
     assert README_FIX in (project / "README.md").read_text()
@@ -173,7 +186,7 @@ def test_a_conflicting_edit_is_listed_and_exits_non_zero(
     git(project, "add", "-A")
     hooks = pre_commit(project, "no-conflict-markers")
     assert hooks.returncode != 0, hooks.stdout
-    assert "billing/core/errors.py" in hooks.stdout
+    assert "billing/app.py" in hooks.stdout
     hooks = pre_commit(project, "no-rejected-hunks")
     assert hooks.returncode != 0, hooks.stdout
     assert "README.md.rej" in hooks.stdout
@@ -200,14 +213,14 @@ def test_update_to_a_chosen_version_then_check_names_the_newer_one(
 ):
     project = new_project(tmp_path, monkeypatch)
     make_release(clone, V2, ("README.md.jinja", fix_readme))
-    make_release(clone, V3, ("{{package_name}}/core/errors.py", fix_core_errors))
+    make_release(clone, V3, (APP_FILE, fix_app))
 
     result = run(project, "update", "--template", str(clone), "--vcs-ref", V2)
 
     assert result.exit_code == exit_codes.OK, result.output
     assert answers_of(project)["_commit"].startswith(f"v{V2}-0-g")
     assert README_FIX in (project / "README.md").read_text()
-    assert not (project / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
+    assert not (project / "billing" / "app.py").read_text().startswith(APP_FIX)
     assert (answers_of(project)["lanes"], answers_of(project)["queue_namespace"]) == (
         "critical,default",
         "ventas",
@@ -240,6 +253,34 @@ def test_an_update_never_removes_a_file_the_user_owns(
     assert (project / "tests" / "jobs" / "test_hello.py").is_file()
     assert "kept billing/jobs/hello.py" in result.output
     assert README_FIX in (project / "README.md").read_text()
+
+
+def test_a_template_file_you_edited_is_kept_when_the_new_version_drops_it(
+    tmp_path: Path, clone: Path
+):
+    project = tmp_path / "billing"
+    result = new_from(clone, project, "HEAD")
+    assert result.exit_code == 0, result.output
+    git(project, "init", "-q")
+    commit_all(project, "Generated project")
+    dockerignore = project / ".dockerignore"
+    ours = dockerignore.read_text() + "secrets/\n"
+    dockerignore.write_text(ours)
+    commit_all(project, "Keep our secrets out of the image")
+    git(clone, "rm", "-q", "template/.dockerignore", "template/deploy/grafana/dashboard.json.jinja")
+    commit_all(clone, "Template: no .dockerignore, no dashboard")
+    make_release(clone, V2)
+
+    result = run(project, "update", "--template", str(clone))
+
+    # Copier would delete both; the edited one stays, and needs a look.
+    assert result.exit_code == exit_codes.CONFLICTS, result.output
+    assert dockerignore.read_text() == ours
+    assert ".dockerignore: you edited it and the new template version no longer ships it" in (
+        result.output
+    )
+    assert not (project / "deploy" / "grafana").exists()
+    assert "removed  deploy/grafana/ (1 file)" in result.output
 
 
 def test_a_project_recording_a_release_by_its_tag_is_found_without_the_tag(
@@ -278,16 +319,11 @@ def test_plain_copier_update_works_where_the_recorded_source_is_reachable(
     shutil.move(project, moved)
     make_release(clone, V2, *TEMPLATE_FIXES)
 
-    done = subprocess.run(
-        [str(BIN / "copier"), "update", "--defaults", "--skip-answered", "--conflict", "inline"],
-        cwd=moved,
-        capture_output=True,
-        text=True,
-    )
+    done = copier_update(moved)
 
     assert done.returncode == 0, done.stderr
     assert README_FIX in (moved / "README.md").read_text()
-    assert (moved / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
+    assert (moved / "billing" / "app.py").read_text().startswith(APP_FIX)
     assert answers_of(moved)["lanes"] == "critical,default"
     assert answers_of(moved)["_src_path"] == str(clone)
     # copier records the commit it updated to; workergen reads it as the release.
@@ -295,6 +331,194 @@ def test_plain_copier_update_works_where_the_recorded_source_is_reachable(
     result = run(moved, "check", "--template", str(clone))
     assert result.exit_code == exit_codes.OK, result.output
     project_tests_pass(moved)
+
+
+# --- projects made before the runtime library ------------------------------------
+
+# The template just before the runtime became the workergen-runtime package; like
+# release 0.1.0, it renders the runtime into the project as billing/core/.
+BEFORE_THE_LIBRARY = "e929c91"
+FIRST_RELEASE = parse_releases((REPO_ROOT / "RELEASES").read_text())[-1].tag
+OLD_TEMPLATES = pytest.mark.parametrize(
+    "ref", [FIRST_RELEASE, BEFORE_THE_LIBRARY], ids=["release-0.1.0", "before-the-library"]
+)
+# A job written by hand, as in release 0.1.0 (it has no make:job): a relative
+# import of core, and a test importing a core module.
+HAND_WRITTEN_JOB = {
+    "billing/jobs/send_invoice.py": '''"""Send an invoice."""
+
+from ..core import job
+
+
+@job(name="billing.send_invoice", queue="default")
+class SendInvoiceJob:
+    """Send one invoice."""
+
+    def handle(self, number: int) -> str:
+        return f"sent {number}"
+''',
+    "tests/jobs/test_send_invoice.py": """from billing.core.settings import get_settings
+from billing.jobs.send_invoice import SendInvoiceJob
+
+
+def test_it_sends_the_invoice() -> None:
+    assert SendInvoiceJob(7) == "sent 7"
+    assert get_settings().queue_namespace
+""",
+}
+# Where the runtime's modules are now: what the user's files must import after the update.
+RUNTIME_NAMES = (
+    ("from ..core import", "from workergen_runtime import"),
+    ("billing.core", "workergen_runtime"),
+)
+
+
+def old_project(tmp_path: Path, clone: Path, ref: str) -> tuple[Path, dict[str, str]]:
+    """A project of template `ref`, with billing/core/, and the user's work, committed.
+
+    The user's work: a job and its test (from `python -m billing make:job` where the
+    project has it), an edited README and a .env. Returns the project and the user's
+    files (relative path -> text).
+    """
+    project = tmp_path / "billing"
+    result = new_from(clone, project, ref)
+    assert result.exit_code == 0, result.output
+    assert (project / "billing" / "core" / "jobs.py").is_file()
+    git(project, "init", "-q")
+    commit_all(project, "Generated project")
+    if (project / "billing" / "core" / "make_cli.py").is_file():
+        done = subprocess.run(
+            [sys.executable, "-m", "billing", "make:job", "SendInvoice"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        for relative, text in HAND_WRITTEN_JOB.items():
+            (project / relative).write_text(text)
+    readme = project / "README.md"
+    readme.write_text(readme.read_text() + "\n## Our notes\n\nInvoices go out at night.\n")
+    (project / ".env").write_text("QUEUE_NAMESPACE=ventas\n")
+    commit_all(project, "Our work")
+    ours = ["billing/jobs/hello.py", *HAND_WRITTEN_JOB, ".env"]
+    return project, {relative: (project / relative).read_text() for relative in ours}
+
+
+def assert_on_the_runtime(project: Path, ours: dict[str, str], version: str) -> None:
+    """billing/core/ is gone, the runtime is a dependency, and the user's work is there."""
+    assert not (project / "billing" / "core").exists()
+    pyproject = (project / "pyproject.toml").read_text()
+    assert f'"workergen-runtime{runtime_range(version)}"' in pyproject
+    assert "billing.core" not in pyproject
+    for relative, text in ours.items():
+        for old, new in RUNTIME_NAMES:
+            text = text.replace(old, new)
+        assert (project / relative).read_text() == text, relative
+    readme = (project / "README.md").read_text()
+    assert "## Our notes" in readme and "billing/core/" not in readme
+
+
+def edit_core_retry(project: Path) -> str:
+    """Edit billing/core/retry.py (not committed); return its new text."""
+    retry = project / "billing" / "core" / "retry.py"
+    edited = retry.read_text() + "\n# Ours: invoices retry for a day.\n"
+    retry.write_text(edited)
+    return edited
+
+
+@OLD_TEMPLATES
+def test_an_old_project_updates_to_the_runtime_library(tmp_path: Path, clone: Path, ref: str):
+    project, ours = old_project(tmp_path, clone, ref)
+    make_release(clone, V2)
+
+    result = run(project, "update", "--template", str(clone))
+
+    assert result.exit_code == exit_codes.OK, result.output
+    assert "removed  billing/core/ (" in result.output
+    rewritten = "imports  billing/jobs/send_invoice.py: billing.core -> workergen_runtime"
+    assert rewritten in result.output
+    assert "pip install -e '.[dev]'" in result.output  # the new dependency
+    assert_on_the_runtime(project, ours, V2)
+    assert answers_of(project)["_commit"].startswith(f"v{V2}-0-g")
+    assert git(project, "status", "--porcelain", "--ignored", ".env") == "!! .env\n"
+    project_tests_pass(project)
+
+
+def test_an_edited_core_file_is_kept_out_of_the_way_and_reported(tmp_path: Path, clone: Path):
+    project, ours = old_project(tmp_path, clone, BEFORE_THE_LIBRARY)
+    edited = edit_core_retry(project)
+    (project / "billing" / "core" / "billing_rules.py").write_text("GRACE_DAYS = 3\n")
+    commit_all(project, "Our retry note and rules, in core")
+    make_release(clone, V2)
+
+    pretend = run(project, "update", "--pretend", "--template", str(clone))
+    assert pretend.exit_code == exit_codes.CONFLICTS, pretend.output
+    assert "billing/core_local/retry.py: your edit of billing/core/retry.py" in pretend.output
+    assert git(project, "status", "--porcelain") == ""
+
+    result = run(project, "update", "--template", str(clone))
+
+    # Kept, not lost: the edit no longer takes effect, so the update says so and exits 11.
+    assert result.exit_code == exit_codes.CONFLICTS, result.output
+    assert "2 file(s) need a hand" in result.output
+    assert (
+        "billing/core_local/retry.py: your edit of billing/core/retry.py, kept here: "
+        "the workergen-runtime package replaces core/, so it no longer takes effect"
+    ) in result.output
+    assert "billing/core_local/billing_rules.py: your own billing/core/billing_rules.py" in (
+        result.output
+    )
+    assert (project / "billing" / "core_local" / "retry.py").read_text() == edited
+    assert (project / "billing" / "core_local" / "billing_rules.py").read_text() == (
+        "GRACE_DAYS = 3\n"
+    )
+    assert_on_the_runtime(project, ours, V2)
+    # The core files the user left alone are gone, not kept.
+    assert sorted(path.name for path in (project / "billing" / "core_local").iterdir()) == [
+        "billing_rules.py",
+        "retry.py",
+    ]
+    project_tests_pass(project)
+
+
+def documented_import_fix() -> str:
+    """The command docs/updating.md gives for imports after a plain `copier update`."""
+    text = (REPO_ROOT / "docs" / "updating.md").read_text()
+    block = text.split("<!-- imports after a plain copier update -->\n```bash\n", 1)[1]
+    return block.split("```", 1)[0]
+
+
+@OLD_TEMPLATES
+def test_plain_copier_update_removes_core_and_the_documented_command_fixes_the_imports(
+    tmp_path: Path, clone: Path, ref: str
+):
+    project, ours = old_project(tmp_path, clone, ref)
+    edited = edit_core_retry(project)
+    commit_all(project, "Our retry note, in core")
+    make_release(clone, V2)
+
+    done = copier_update(project)
+
+    assert done.returncode == 0, done.stderr
+    # Copier deletes every file the new version no longer ships, edited or not
+    # (docs/updating.md says so): the edit is in the last commit, nowhere else.
+    assert not (project / "billing" / "core").exists()
+    assert git(project, "show", "HEAD:billing/core/retry.py") == edited
+    fix = subprocess.run(
+        ["bash", "-c", documented_import_fix()],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=git_env(),
+    )
+    assert fix.returncode == 0, fix.stdout + fix.stderr
+    assert_on_the_runtime(project, ours, V2)
+    commit_all(project, "copier update")
+    # Copier records the release's commit as it names it; workergen reads it as the release.
+    result = run(project, "check", "--template", str(clone))
+    assert result.exit_code == exit_codes.OK, result.output
+    project_tests_pass(project)
 
 
 # --- refusals: one or two lines, a hint, exit 1, nothing changed -----------------

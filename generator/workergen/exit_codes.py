@@ -9,4 +9,5 @@ ERROR = 1
 UPDATE_AVAILABLE = 10
 """`workergen check`: a newer template release exists."""
 CONFLICTS = 11
-"""`workergen update`: files were left with conflict markers or `.rej` files."""
+"""`workergen update`: files were left with conflict markers or `.rej` files, or an
+edit was kept from a file the new template version no longer ships."""

@@ -222,6 +222,11 @@ class TemplateHistory:
         done = _git(self.path, "show", f"{commit}:{path}", check=False)
         return done.stdout if done.returncode == 0 else ""
 
+    def has_path(self, commit: str, path: str) -> bool:
+        """Whether `commit` holds `path` (a file, or a directory with files)."""
+        done = _git(self.path, "ls-tree", "--name-only", commit, "--", path, check=False)
+        return done.returncode == 0 and bool(done.stdout.strip())
+
     def check_out(self, commit: str) -> Path:
         """Put the files of `commit` in the history's directory; return it."""
         done = _git(self.path, "checkout", "--quiet", "--force", commit, "--", check=False)
