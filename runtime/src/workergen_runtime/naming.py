@@ -300,8 +300,9 @@ PACKAGE_NAME_RULE = TextRule(
         ),
         Check(
             "'{value}' would shadow the module of that name, which the project or its "
-            "dependencies import (standard library, a dependency, or the project's own "
-            "core/jobs/crons/tests); choose another package name, e.g. '{value}_app'",
+            "dependencies import (standard library, a dependency, or a name of the project's "
+            "layout: core, jobs, crons, stubs, tests); choose another package name, "
+            "e.g. '{value}_app'",
             refused=STANDARD_LIBRARY | DEPENDENCY_PACKAGES,
         ),
     ),
