@@ -1,8 +1,11 @@
-"""workergen as a user installs it: from a git clone of this repository (no tags), or a wheel.
+"""workergen as a user installs it: from a git clone of this repository (no tags), or wheels.
 
 Each story makes a project, finds nothing to update, then makes a release
 with the documented command (scripts/release.sh) and updates the project to
-it: offline, with no git tag anywhere, and for the wheel with no checkout.
+it: offline, with no git tag anywhere, and for the wheels with no checkout.
+The wheels are workergen's and workergen-runtime's, built into one folder as
+docs/releasing.md says; workergen is installed from that folder, and so is the
+runtime the updated project depends on, in the project's own environment.
 """
 
 from __future__ import annotations
@@ -16,19 +19,21 @@ import yaml
 from packaging.version import Version
 
 from support.releases import (
+    APP_FIX,
     BIN,
-    CORE_FIX,
     README_FIX,
     TEMPLATE_FIXES,
-    build_wheel,
+    build_dists,
     clone_repository,
     commit_all,
     git,
     holds_the_template_of,
+    installed_version,
     make_release,
     make_venv,
     pip_install,
     project_tests_pass,
+    runtime_range,
     workergen,
 )
 from workergen import exit_codes
@@ -100,7 +105,14 @@ def user_work(venv: Path, project: Path) -> dict[Path, str]:
     return {path: path.read_text() for path in made}
 
 
-def updates_to(venv: Path, project: Path, tag: str, ours: dict[Path, str]) -> None:
+def updates_to(
+    venv: Path, project: Path, tag: str, ours: dict[Path, str], *, wheels: Path | None = None
+) -> None:
+    """`workergen update` brings release `tag` into the project, whose tests then pass.
+
+    With `wheels`, the project is installed in an environment of its own, its runtime
+    taken from that folder, and its tests run there; else they run in `venv`.
+    """
     done = workergen(venv, project, "check")
     assert done.returncode == exit_codes.UPDATE_AVAILABLE, done.stdout + done.stderr
     assert f"latest:    {tag}" in done.stdout
@@ -111,14 +123,24 @@ def updates_to(venv: Path, project: Path, tag: str, ours: dict[Path, str]) -> No
     assert "changed  README.md" in done.stdout
     readme = (project / "README.md").read_text()
     assert README_FIX in readme and "## Our notes" in readme  # both sides of the merge
-    assert (project / "billing" / "core" / "errors.py").read_text().startswith(CORE_FIX)
+    assert (project / "billing" / "app.py").read_text().startswith(APP_FIX)
     assert {path: path.read_text() for path in ours} == ours  # the jobs stay as they were
     answers = answers_of(project)
     assert answers["_commit"].startswith(f"{tag}-0-g"), answers["_commit"]
     assert answers["_src_path"] == DEFAULT_TEMPLATE_URL
     assert answers["lanes"] == "critical,default"
     assert not list(project.rglob("*.rej"))
-    project_tests_pass(project)
+    # Projects of the release take any runtime of its minor release.
+    pyproject = (project / "pyproject.toml").read_text()
+    assert f'"workergen-runtime{runtime_range(tag[1:])}"' in pyproject
+    if wheels is None:
+        project_tests_pass(project, venv / "bin" / "python")
+    else:
+        own = make_venv(project.parent / f"{project.name}-venv")
+        pip_install(own, "--find-links", str(wheels), "--editable", f"{project}[dev]", deps=True)
+        version, where = installed_version(own, "workergen-runtime")
+        assert (version, where.is_relative_to(own)) == (tag[1:], True)
+        project_tests_pass(project, own / "bin" / "python")
 
     commit_all(project, "Update the template")
     done = workergen(venv, project, "check")
@@ -128,7 +150,7 @@ def updates_to(venv: Path, project: Path, tag: str, ours: dict[Path, str]) -> No
 def test_an_editable_install_from_a_clone_updates_projects_offline(tmp_path: Path):
     clone = clone_repository(tmp_path / "workergen")
     venv = make_venv(tmp_path / "venv")
-    pip_install(venv, "--editable", str(clone))
+    pip_install(venv, "--editable", str(clone / "runtime"), "--editable", str(clone), deps=True)
     project = new_project(venv, tmp_path)
 
     # The recorded version is a commit the clone holds, though it has no tags.
@@ -144,18 +166,14 @@ def test_an_editable_install_from_a_clone_updates_projects_offline(tmp_path: Pat
     updates_to(venv, project, tag, ours)
 
 
-def test_a_new_wheel_updates_a_project_made_with_an_older_one_offline(
-    tmp_path: Path, wheel_venv: Path
-):
+def test_new_wheels_update_a_project_made_with_older_ones_offline(tmp_path: Path, wheel_venv: Path):
     clone = clone_repository(tmp_path / "workergen")
-    pip_install(wheel_venv, "--force-reinstall", str(build_wheel(clone, tmp_path / "dist-1")))
-    located = subprocess.run(
-        [str(wheel_venv / "bin" / "python"), "-c", "import workergen; print(workergen.__file__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert Path(located).is_relative_to(wheel_venv)
+    dist = tmp_path / "dist-1"
+    build_dists(clone, dist)
+    pip_install(wheel_venv, "--find-links", str(dist), "workergen", deps=True)
+    for distribution in ("workergen", "workergen-runtime"):
+        _, where = installed_version(wheel_venv, distribution)
+        assert where.is_relative_to(wheel_venv), (distribution, where)
     # The wheel ships its template compiled: a first run on a machine compiles none
     # of it, for any broker, and so writes nothing to its cache.
     cache = tmp_path / "first-run-cache"
@@ -171,7 +189,11 @@ def test_a_new_wheel_updates_a_project_made_with_an_older_one_offline(
         # pip byte-compiled the template's Python files when it installed the wheel.
         assert not list((tmp_path / f"first-{broker}").rglob("*.pyc"))
         assert not list((tmp_path / f"first-{broker}").rglob("__pycache__"))
-    assert (tmp_path / "first-sqs" / "first_sqs" / "core" / "http_api.py").is_file()
+    first = tmp_path / "first-sqs"
+    assert (first / "deploy" / "kubernetes" / "http.yaml").is_file()
+    assert (first / "first_sqs" / "project.py").is_file()
+    assert not (first / "first_sqs" / "core").exists()  # the runtime is a dependency
+    assert '"workergen-runtime[sqs,http]>=' in (first / "pyproject.toml").read_text()
     assert not list(cache.rglob("*.cache"))
     project = new_project(wheel_venv, tmp_path)
     nothing_to_update(wheel_venv, project, latest_tag(clone))
@@ -179,12 +201,15 @@ def test_a_new_wheel_updates_a_project_made_with_an_older_one_offline(
 
     tag = f"v{next_version(clone)}"
     make_release(clone, tag[1:], *TEMPLATE_FIXES)
-    wheel = build_wheel(clone, tmp_path / "dist-2")
-    assert Version(wheel.name.split("-")[1]) == Version(tag[1:])
-    shutil.rmtree(clone)  # no checkout to fall back on: the wheel carries what it needs
-    pip_install(wheel_venv, "--force-reinstall", str(wheel))
+    dist = tmp_path / "dist-2"
+    wheels = build_dists(clone, dist)
+    assert [Version(wheel.name.split("-")[1]) for wheel in wheels] == [Version(tag[1:])] * 2
+    shutil.rmtree(clone)  # no checkout to fall back on: the wheels carry what they need
+    pip_install(wheel_venv, "--find-links", str(dist), "--upgrade", "workergen", deps=True)
+    # workergen pins the runtime of its own release, found in the same folder.
+    assert installed_version(wheel_venv, "workergen-runtime")[0] == tag[1:]
 
-    updates_to(wheel_venv, project, tag, ours)
+    updates_to(wheel_venv, project, tag, ours, wheels=dist)
 
 
 def test_plain_copier_copy_of_a_clone_renders_a_working_project(tmp_path: Path):
@@ -202,5 +227,6 @@ def test_plain_copier_copy_of_a_clone_renders_a_working_project(tmp_path: Path):
     answers = answers_of(project)
     assert answers["project_name"] == "shop-front"  # the folder's name
     assert answers["package_name"] == "shop_front"
-    assert (project / "shop_front" / "core").is_dir()
+    assert (project / "shop_front" / "project.py").is_file()
+    assert not (project / "shop_front" / "core").exists()  # the runtime is a dependency
     project_tests_pass(project)
