@@ -1,7 +1,7 @@
 """A changed answer, carried into the files the template renders from it, as copier would.
 
 `make:job --add-lane` changes the `lanes` answer. Every template-owned file that lists the
-lanes (README.md, core/project.py, deploy/compose.yaml, the Kubernetes, Prometheus and
+lanes (README.md, <package>/project.py, deploy/compose.yaml, the Kubernetes, Prometheus and
 Grafana files, ...) must then say what a project rendered with the new answer says, or
 `workergen diff` shows the old text as the user's edit. The template version the project
 records is rendered twice, with the recorded answers and with the new ones; each file that

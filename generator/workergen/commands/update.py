@@ -201,7 +201,8 @@ def _update_clone(
         capture_output=True,
         check=True,
     ).stdout
-    diff = git(root, "diff", "--cached", "--relative", "HEAD~1")
+    # A removed file is named, not printed (-D): its text is in the last commit.
+    diff = git(root, "diff", "--cached", "--relative", "--irreversible-delete", "HEAD~1")
     status = git(
         root, "diff", "--cached", "--relative", "--no-renames", "--name-status", "-z", "HEAD~1"
     )
@@ -341,7 +342,7 @@ def _report_pretend(result: UpdateResult, target: TemplateVersion) -> int:
         return exit_codes.OK
     typer.echo(f"Pretend run: updating to {target.name} would change:")
     _list_changes(result)
-    _report_runtime_move(result)
+    _report_runtime_move(result, pretend=True)
     typer.echo("")
     typer.echo(result.diff, nl=False)
     hand = _needing_a_hand(result)
@@ -376,13 +377,14 @@ def _list_changes(result: UpdateResult) -> None:
         typer.echo(f"  {mark} {path}")
 
 
-def _report_runtime_move(result: UpdateResult) -> None:
+def _report_runtime_move(result: UpdateResult, *, pretend: bool = False) -> None:
     move = result.moved
     if move is None:
         return
     package = move.package
+    gone = "would go" if pretend else "is gone"
     typer.echo(
-        f"\nThe worker runtime is now the workergen-runtime package: {package}/core/ is gone, "
+        f"\nThe worker runtime is now the workergen-runtime package: {package}/core/ {gone}, "
         "and the project depends on the runtime (pyproject.toml)."
     )
     for path in move.rewritten:
@@ -391,10 +393,11 @@ def _report_runtime_move(result: UpdateResult) -> None:
         typer.echo("  (`ruff check --fix` sorts the rewritten imports where needed)")
     for path in move.mentions:
         typer.echo(f"  check    {path}: it still names {package}.core or {package}/core/")
-    typer.echo(
-        "Reinstall the project in its environment before running it: "
-        "python -m pip install -e '.[dev]'"
-    )
+    if not pretend:
+        typer.echo(
+            "Reinstall the project in its environment before running it: "
+            "python -m pip install -e '.[dev]'"
+        )
 
 
 def _needing_a_hand(result: UpdateResult) -> list[tuple[str, str]]:
