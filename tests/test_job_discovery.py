@@ -81,6 +81,6 @@ def test_the_projects_own_tests_fail_on_it(broken):
     )
 
     assert tested.returncode == 1, tested.stdout + tested.stderr
-    failed = f"FAILED tests/core/test_discovery.py::test_the_module_imports[{module}]"
+    failed = f"FAILED tests/test_discovery.py::test_the_module_imports[{module}]"
     assert failed in tested.stdout
     assert f"E   {error}" in tested.stdout or f"E       {error}" in tested.stdout, tested.stdout

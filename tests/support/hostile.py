@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-# The table of wrong headers and bodies is the generated project's own (its
-# tests/core/test_intake_total.py sends each entry through the worker's intake in
-# process): one table, read here from the template.
-TABLE = runpy.run_path(str(Path(__file__).parents[2] / "template/tests/core/hostile_table.py"))
+# The table of wrong headers and bodies is the runtime's tests' own (their
+# test_intake_total.py sends each entry through the worker's intake in process):
+# one table, read here from runtime/tests.
+TABLE = runpy.run_path(str(Path(__file__).parents[2] / "runtime/tests/hostile_table.py"))
 WRONG_HEADERS: dict[str, list[Any]] = TABLE["WRONG_HEADERS"]
 WRONG_BODIES: list[bytes] = TABLE["WRONG_BODIES"]
 # SQS takes messages of up to 256 KiB (the envelope base64-encodes the body).

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+
 from workergen_runtime import pool as pool_module
 from workergen_runtime.celery_app import app
 from workergen_runtime.pool import Deadlines, QuietResultHandler, TaskPool, only_with_work

@@ -4,79 +4,50 @@ import json
 import logging
 import os
 import pickle
-{%- if broker == 'rabbitmq' %}
 import re
-{%- endif %}
 import subprocess
 import sys
 import threading
 import time
 from datetime import UTC, datetime
-{%- if broker == 'rabbitmq' %}
-from pathlib import Path
-{%- endif %}
 
 import pytest
 from billiard.einfo import ExceptionInfo
-{%- if broker == 'rabbitmq' %}
+from bound import PACKAGE, PROJECT_ROOT, only_on
 from celery import signals
-{%- endif %}
 from celery.exceptions import TimeLimitExceeded
+from doubles import MemoryStore, consumer
 from kombu.exceptions import ContentDisallowed
 from kombu.serialization import loads
 from typer.testing import CliRunner
+
 from workergen_runtime import consumer as consumer_module
-from workergen_runtime import deadlettering, deliveries, {% if broker == 'rabbitmq' %}policies, {% endif %}project
+from workergen_runtime import deadlettering, deliveries, policies, project
 from workergen_runtime.celery_app import ProjectApp
 from workergen_runtime.celery_app import app as celery_app
 from workergen_runtime.cli import app
-from workergen_runtime.config import build_config{% if broker == 'rabbitmq' %}, dead_letter_queues{% endif %}{% if broker != 'sqs' %}, lane_queues{% endif %}
+from workergen_runtime.config import build_config, dead_letter_queues, lane_queues
 from workergen_runtime.consumer import DeadLetterConsumer
 from workergen_runtime.deadletter import (
     MAX_BODY_BYTES,
     DeadLetter,
-    DeadLetterStore,
     letter_from_message,
     store_for,
 )
-from workergen_runtime.deadletter.{{ {'redis': 'redis', 'rabbitmq': 'amqp', 'sqs': 'sqs'}[broker] }} import {{ {'redis': 'RedisDeadLetterStore', 'rabbitmq': 'AmqpDeadLetterStore', 'sqs': 'SqsDeadLetterStore'}[broker] }}
+from workergen_runtime.deadletter.amqp import AmqpDeadLetterStore
+from workergen_runtime.deadletter.redis import RedisDeadLetterStore
+from workergen_runtime.deadletter.sqs import SqsDeadLetterStore
 from workergen_runtime.deliveries import give_back_requeues
 from workergen_runtime.errors import ConfigurationError
-{%- if broker == 'rabbitmq' %}
 from workergen_runtime.policies import lane_policies
-{%- endif %}
-from workergen_runtime.queues import {% if broker == 'rabbitmq' %}dead_letter_queue, {% endif %}qualified_queue
+from workergen_runtime.queues import dead_letter_queue, qualified_queue
 from workergen_runtime.settings import Settings
 
 AMQP = "amqp://guest:guest@localhost:5672//"
 REDIS = "redis://localhost:6379/0"
 NAMESPACE = project.DEFAULT_NAMESPACE
 runner = CliRunner()
-
-
-class MemoryStore(DeadLetterStore):
-    """Keeps dead letters in a list, or refuses them like a broker that is down."""
-
-    def __init__(self, broken: bool = False) -> None:
-        self.letters: list[DeadLetter] = []
-        self.broken = broken
-
-    def record(self, letter: DeadLetter) -> None:
-        if self.broken:
-            raise ConnectionError("store unavailable")
-        self.letters.append(letter)
-
-    def list(self, lane=None):
-        return self.letters
-
-    def show(self, letter_id):
-        return next(x for x in self.letters if x.id == letter_id)
-
-    def replay(self, letter_id):
-        raise NotImplementedError
-
-    def purge(self, lane=None):
-        return 0
+rabbitmq_only = only_on("rabbitmq")
 
 
 class FakeMessage:
@@ -111,16 +82,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> MemoryStore:
     return memory
 
 
-def consumer() -> DeadLetterConsumer:
-    # Only the message callbacks are exercised: no connection, no blueprint.
-    instance = DeadLetterConsumer.__new__(DeadLetterConsumer)
-    instance.app = celery_app
-    instance.connection_errors = ()
-    instance.hostname = "old@host"
-    return instance
-{%- if broker == 'rabbitmq' %}
-
-
+@rabbitmq_only
 def test_every_amqp_lane_dead_letters_into_its_own_queue_by_policy() -> None:
     settings = Settings(_env_file=None, broker_url=AMQP, queue_namespace="ventas")
     policies = lane_policies(settings)
@@ -136,6 +98,7 @@ def test_every_amqp_lane_dead_letters_into_its_own_queue_by_policy() -> None:
     ]
 
 
+@rabbitmq_only
 @pytest.mark.parametrize(
     "other",
     [
@@ -154,6 +117,7 @@ def test_a_lane_policy_matches_its_lane_only(other: str) -> None:
         assert not re.search(policy.pattern, other), (policy.pattern, other)
 
 
+@rabbitmq_only
 def test_policies_use_the_vhost_of_the_broker_url_and_the_priority_setting() -> None:
     settings = Settings(
         _env_file=None, broker_url="amqp://u:p@rabbit:5672/billing", rabbitmq_policy_priority=7
@@ -163,6 +127,7 @@ def test_policies_use_the_vhost_of_the_broker_url_and_the_priority_setting() -> 
     assert lane_policies(Settings(_env_file=None, broker_url=AMQP))[0].vhost == "/"
 
 
+@rabbitmq_only
 def test_policies_that_cannot_be_applied_say_how_to_apply_them(monkeypatch) -> None:
     monkeypatch.setattr(policies.shutil, "which", lambda name: None)
     settings = Settings(_env_file=None, broker_url="amqp://u:p@rabbit.example:5672/billing")
@@ -225,6 +190,7 @@ def as_listed(policy: policies.Policy, **changes: object) -> dict[str, object]:
     return {**policy.as_dict(), "definition": json.dumps(policy.definition), **changes}
 
 
+@rabbitmq_only
 def test_a_worker_restart_sets_no_policy_the_broker_already_holds(tmp_path, monkeypatch) -> None:
     settings = Settings(_env_file=None, broker_url=AMQP, queue_namespace="ventas")
     wanted = lane_policies(settings)
@@ -233,6 +199,7 @@ def test_a_worker_restart_sets_no_policy_the_broker_already_holds(tmp_path, monk
     assert [call[1] for call in calls()] == ["list_policies"]
 
 
+@rabbitmq_only
 def test_a_policy_that_differs_or_is_missing_is_set_again(tmp_path, monkeypatch) -> None:
     settings = Settings(_env_file=None, broker_url=AMQP, queue_namespace="ventas")
     first, *rest = lane_policies(settings)
@@ -247,6 +214,7 @@ def test_a_policy_that_differs_or_is_missing_is_set_again(tmp_path, monkeypatch)
     assert [call[1] for call in calls()] == ["list_policies", "import_definitions"]
 
 
+@rabbitmq_only
 def test_policies_are_all_set_when_the_broker_cannot_list_them(tmp_path, monkeypatch) -> None:
     settings = Settings(_env_file=None, broker_url=AMQP, queue_namespace="ventas")
     calls = fake_rabbitmqctl(tmp_path, monkeypatch, None)
@@ -257,6 +225,7 @@ def test_policies_are_all_set_when_the_broker_cannot_list_them(tmp_path, monkeyp
     assert definitions["policies"] == [p.as_dict() for p in wanted]
 
 
+@rabbitmq_only
 def test_policies_rabbitmqctl_refuses_to_set_say_why_and_how_to_set_them(
     tmp_path, monkeypatch
 ) -> None:
@@ -277,6 +246,7 @@ def rules_restored() -> object:
     deliveries.broker_rules_ready.set()
 
 
+@rabbitmq_only
 def test_a_worker_checks_its_policies_once_consuming_and_finishes_before_it_stops(
     tmp_path, monkeypatch, caplog, rules_restored: None
 ) -> None:
@@ -336,6 +306,7 @@ def started_check(tmp_path, monkeypatch) -> tuple[threading.Thread, object]:
     return thread, calls
 
 
+@rabbitmq_only
 def test_a_busy_worker_puts_its_policy_check_off_until_it_holds_no_job(
     tmp_path, monkeypatch, busy_worker: threading.Event, rules_restored: None
 ) -> None:
@@ -348,6 +319,7 @@ def test_a_busy_worker_puts_its_policy_check_off_until_it_holds_no_job(
     assert deliveries.broker_rules_ready.is_set()
 
 
+@rabbitmq_only
 def test_a_message_given_back_starts_the_check_put_off_at_once(
     tmp_path, monkeypatch, busy_worker: threading.Event, rules_restored: None
 ) -> None:
@@ -361,6 +333,7 @@ def test_a_message_given_back_starts_the_check_put_off_at_once(
     thread.join(10)
 
 
+@rabbitmq_only
 def test_a_worker_busy_for_long_checks_its_policies_all_the_same(
     tmp_path, monkeypatch, busy_worker: threading.Event, rules_restored: None
 ) -> None:
@@ -371,6 +344,7 @@ def test_a_worker_busy_for_long_checks_its_policies_all_the_same(
     assert deliveries.broker_rules_ready.is_set()
 
 
+@rabbitmq_only
 def test_policies_that_cannot_be_set_at_start_are_a_logged_warning(
     monkeypatch, caplog, rules_restored: None
 ) -> None:
@@ -396,6 +370,7 @@ def handed_back_once_rules_are_ready(hand_back, handed_back) -> None:
     assert handed_back()
 
 
+@rabbitmq_only
 def test_a_message_the_consumer_rejects_waits_for_the_policies(
     monkeypatch: pytest.MonkeyPatch, no_grace: None, rules_restored: None
 ) -> None:
@@ -408,12 +383,14 @@ def test_a_message_the_consumer_rejects_waits_for_the_policies(
     )
 
 
+@rabbitmq_only
 def test_a_job_given_back_waits_for_the_policies(uncounted: None, rules_restored: None) -> None:
     given_back: list[bool] = []
     request = worker_request(Delivery(1), given_back)
     handed_back_once_rules_are_ready(lambda: request.reject(requeue=True), lambda: given_back)
 
 
+@rabbitmq_only
 def test_quorum_lanes_count_deliveries_and_classic_lanes_do_not() -> None:
     settings = Settings(_env_file=None, broker_url=AMQP, task_max_deliveries=4)
     definition = lane_policies(settings)[0].definition
@@ -428,11 +405,12 @@ def test_quorum_lanes_count_deliveries_and_classic_lanes_do_not() -> None:
         assert arguments == {} and "delivery-limit" not in definition
 
 
+@rabbitmq_only
 def test_a_rabbitmq_worker_loads_no_redis_before_it_counts_a_redelivery() -> None:
     # redis-py costs every worker process a tenth of a second and megabytes.
     code = (
         "import sys\n"
-        "import {{ package_name }}\n"
+        f"import {PACKAGE}\n"
         "from workergen_runtime import cli, consumer, deadlettering, deliveries\n"
         "from workergen_runtime.celery_app import app\n"
         "from workergen_runtime.discovery import import_jobs\n"
@@ -445,7 +423,7 @@ def test_a_rabbitmq_worker_loads_no_redis_before_it_counts_a_redelivery() -> Non
         env={
             **os.environ,
             "BROKER_URL": AMQP,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "PYTHONPATH": str(PROJECT_ROOT),
         },
         capture_output=True,
         text=True,
@@ -455,12 +433,13 @@ def test_a_rabbitmq_worker_loads_no_redis_before_it_counts_a_redelivery() -> Non
     assert done.stdout.strip() == "[]"
 
 
+@rabbitmq_only
 def test_rabbitmq_confirms_every_publish() -> None:
     config = build_config(Settings(_env_file=None, broker_url=AMQP))
     assert config["broker_transport_options"]["confirm_publish"] is True
-{%- elif broker == 'redis' %}
 
 
+@only_on("redis")
 def test_redis_lanes_have_no_broker_arguments_and_recover_with_the_project_transport() -> None:
     settings = Settings(_env_file=None, broker_url=REDIS, queue_namespace="ventas")
     assert all(not q.queue_arguments for q in lane_queues(settings))
@@ -470,7 +449,6 @@ def test_redis_lanes_have_no_broker_arguments_and_recover_with_the_project_trans
     assert options["unacked_key"] == "ventas.unacked"
     assert options["holders_prefix"] == "ventas.holders"
     assert options["visibility_timeout"] > settings.task_time_limit
-{%- endif %}
 
 
 def test_failures_are_neither_acknowledged_nor_requeued_by_celery() -> None:
@@ -482,7 +460,7 @@ def test_failures_are_neither_acknowledged_nor_requeued_by_celery() -> None:
 def test_refused_pickle_content_is_kept_as_a_dead_letter_never_decoded(store: MemoryStore) -> None:
     body = pickle.dumps(([], {}, {}))
     message = FakeMessage(
-        body, "application/x-python-serialize", {"id": "t-1", "task": "{{ package_name }}.hello"}
+        body, "application/x-python-serialize", {"id": "t-1", "task": f"{PACKAGE}.hello"}
     )
     consumer().on_invalid_task(None, message, ContentDisallowed("Refusing to deserialize"))
     assert message.acked
@@ -791,7 +769,12 @@ def test_a_dead_letter_survives_a_json_round_trip() -> None:
 
 
 def test_the_broker_has_its_dead_letter_store() -> None:
-    assert isinstance(store_for(Settings(_env_file=None)), {{ {'redis': 'RedisDeadLetterStore', 'rabbitmq': 'AmqpDeadLetterStore', 'sqs': 'SqsDeadLetterStore'}[broker] }})
+    stores = {
+        "redis": RedisDeadLetterStore,
+        "rabbitmq": AmqpDeadLetterStore,
+        "sqs": SqsDeadLetterStore,
+    }
+    assert isinstance(store_for(Settings(_env_file=None)), stores[project.BROKER])
     with pytest.raises(ConfigurationError):
         store_for(Settings(_env_file=None, broker_url="memory://"))
 
@@ -919,15 +902,14 @@ def test_dlq_show_and_list_escape_terminal_control_characters(
     assert listed.exit_code == 0 and shown.exit_code == 0
     assert "\x1b" not in listed.output + shown.output and "\x07" not in shown.output
     assert "\\x1b[31mred" in shown.output
-{%- if broker == 'sqs' %}
 
 
+@only_on("sqs")
 def test_a_tampered_message_in_an_sqs_dead_letter_queue_is_listed_as_corrupt() -> None:
     store = SqsDeadLetterStore(Settings(_env_file=None, broker_url="sqs://"), client=object())
     tampered = {"MessageId": "m-1", "Body": json.dumps({"properties": "x", "body": "[]"})}
     letter = store._letter(tampered, "default")
     assert (letter.id, letter.reason, letter.lane) == ("m-1", "corrupt", "default")
-{%- endif %}
 
 
 class RecordingBackend:

@@ -1,11 +1,13 @@
-"""The private members of Celery, billiard and kombu the core overrides, calls or reads.
+"""The private members of Celery, billiard and kombu the runtime overrides, calls or reads.
 
-No public way does what the core needs there (docs/architecture.md, "Overrides
+No public way does what the runtime needs there (docs/architecture.md, "Overrides
 of private members", says why for each). A release that renames one, or
 changes its parameters, fails here before a worker runs on it: the row that
 fails names the member and what depends on it. A member's parameters are
-compared in full (names, kinds, which have defaults); the core's override must
-accept every call the library makes to its own.
+compared in full (names, kinds, which have defaults); the runtime's override must
+accept every call the library makes to its own. The members of every broker's
+transport are checked whichever broker the project has: they are read from the
+libraries, not from a broker.
 """
 
 import inspect
@@ -19,35 +21,21 @@ from celery import Celery
 from celery.concurrency.asynpool import AsynPool, ResultHandler
 from celery.schedules import crontab
 from celery.utils.dispatch import Signal
-{%- if broker == 'rabbitmq' %}
 from celery.worker.consumer.delayed_delivery import DelayedDelivery
-{%- endif %}
 from celery.worker.request import Request
-{%- if broker == 'redis' %}
-from kombu.transport import redis, virtual
+from kombu.transport import SQS, redis, virtual
 from kombu.utils.scheduling import cycle_by_name
-{%- endif %}
-{%- if broker == 'sqs' %}
-from kombu.transport import SQS
-{%- endif %}
-{% if broker == 'rabbitmq' -%}
+
 from workergen_runtime.consumer import LaneDelayedDelivery
-{% endif -%}
 from workergen_runtime.deadlettering import DeadLetterRequest
 from workergen_runtime.log import TaskContextFilter
 from workergen_runtime.pool import DeadlinePool, Deadlines, QuietResultHandler
-{%- if broker == 'redis' %}
 from workergen_runtime.recovery import HolderChannel, HolderQoS
-{%- endif %}
-{%- if broker == 'sqs' %}
 from workergen_runtime.sqs_transport import Channel as SqsChannel
-{%- endif %}
-{%- if broker == 'redis' %}
 from workergen_runtime.transports import RedisChannel
-{%- endif %}
 
-# (library class, private method, its parameters, the core's class overriding it
-# or None where the core only calls it). Parameters: `name`, `name=` (has a
+# (library class, private method, its parameters, the runtime's class overriding it
+# or None where the runtime only calls it). Parameters: `name`, `name=` (has a
 # default), `*name`, `**name`, and Python's `/` and `*` markers; a tuple holds
 # each shape the allowed releases have.
 METHODS = [
@@ -100,7 +88,6 @@ METHODS = [
         None,
         id="TimeoutHandler.on_hard_timeout: Deadlines applies Celery's hard limit",
     ),
-{%- if broker == 'rabbitmq' %}
     pytest.param(
         DelayedDelivery,
         "_bind_queues",
@@ -108,8 +95,6 @@ METHODS = [
         LaneDelayedDelivery,
         id="DelayedDelivery._bind_queues: delayed jobs bound to this project only",
     ),
-{%- endif %}
-{%- if broker == 'redis' %}
     pytest.param(
         redis.Channel,
         "_brpop_read",
@@ -145,8 +130,6 @@ METHODS = [
         None,
         id="virtual.Transport._deliver: _brpop_read hands the envelope on as kombu does",
     ),
-{%- endif %}
-{%- if broker == 'sqs' %}
     pytest.param(
         SQS.Channel,
         "_message_to_python",
@@ -154,10 +137,9 @@ METHODS = [
         SqsChannel,
         id="SQS.Channel._message_to_python: unreadable envelopes quarantined",
     ),
-{%- endif %}
 ]
 
-# (library class, private attribute, what the core does with it).
+# (library class, private attribute, what the runtime does with it).
 ATTRIBUTES = [
     pytest.param(ApplyResult, "_job", id="ApplyResult._job: read, the key of a job's deadline"),
     pytest.param(Pool, "_cache", id="Pool._cache: read, the running jobs at a deadline"),
@@ -179,7 +161,6 @@ ATTRIBUTES = [
     pytest.param(
         crontab, "_orig_day_of_week", id="crontab._orig_day_of_week: read, a schedule shown"
     ),
-{%- if broker == 'redis' %}
     pytest.param(
         virtual.Message, "_raw", id="virtual.Message._raw: read, stored with the holder record"
     ),
@@ -195,10 +176,9 @@ ATTRIBUTES = [
         "_channels",
         id="MultiChannelPoller._channels: read, the channels swept for lost holders",
     ),
-{%- endif %}
 ]
 
-# (library class, the core's own private names on its subclass): the library must
+# (library class, the runtime's own private names on its subclass): the library must
 # not start using one of them for something else.
 OWN_NAMES = [
     pytest.param(AsynPool, ("_deadlines",), id="DeadlinePool"),
@@ -208,14 +188,12 @@ OWN_NAMES = [
         ("_ending", "_settling", "_settle_lock", "_asked_limits", "_attempts", "_dead_letter"),
         id="DeadLetterRequest",
     ),
-{%- if broker == 'redis' %}
     pytest.param(
         redis.Channel,
         ("_opened_with", "_beat", "_beat_stop", "_swept_at_start", "_sync_client", "_heartbeat"),
         id="RedisChannel",
     ),
     pytest.param(redis.MultiChannelPoller, ("_holders_tref",), id="MultiChannelPoller"),
-{%- endif %}
 ]
 
 
@@ -289,7 +267,7 @@ def assigned(cls: type, name: str) -> bool:
 
 
 @pytest.mark.parametrize(("upstream", "name", "parameters", "ours"), METHODS)
-def test_the_private_method_is_there_with_the_parameters_the_core_relies_on(
+def test_the_private_method_is_there_with_the_parameters_the_runtime_relies_on(
     upstream: type, name: str, parameters: str | tuple[str, ...], ours: type | None
 ) -> None:
     member = inspect.getattr_static(upstream, name, None)
@@ -311,7 +289,7 @@ def test_the_private_attribute_is_there(upstream: type, name: str) -> None:
 
 
 @pytest.mark.parametrize(("upstream", "names"), OWN_NAMES)
-def test_the_cores_own_private_names_are_not_the_librarys(
+def test_the_runtimes_own_private_names_are_not_the_librarys(
     upstream: type, names: tuple[str, ...]
 ) -> None:
     taken = [name for name in names if assigned(upstream, name)]
@@ -333,7 +311,6 @@ def test_deadlines_take_the_calls_of_the_time_limit_handlers_they_replace() -> N
 def test_the_write_handlers_set_the_poll_start_the_pool_wraps() -> None:
     source = inspect.getsource(AsynPool._create_write_handlers)
     assert "self.on_poll_start = on_poll_start" in source
-{%- if broker == 'redis' %}
 
 
 @pytest.mark.parametrize("strategy", ["round_robin", "priority", "sorted"])
@@ -345,7 +322,6 @@ def test_brpop_read_reauth_flush_takes_no_arguments_when_kombu_has_it() -> None:
     # Newer kombu flushes a pending re-authentication once BRPOP has returned.
     flush = getattr(redis.Channel, "_flush_brpop_reauth", None)
     assert flush is None or shape(flush) == "self"
-{%- endif %}
 
 
 def test_log_lines_inside_a_job_carry_its_id_and_name() -> None:

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 from celery.schedules import crontab, crontab_parser
+
 from workergen_runtime import ConfigurationError, cron_task
 from workergen_runtime.crons import CronTask, overlap_lock_key
 from workergen_runtime.idempotency import derive_key

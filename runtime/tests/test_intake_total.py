@@ -14,19 +14,20 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from bound import PACKAGE
+from hostile_table import DEEP, WRONG_BODIES, WRONG_HEADERS, nested_list
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kombu import Connection
 from kombu.message import Message
+
 from workergen_runtime import deadlettering, project
 from workergen_runtime.celery_app import app as celery_app
 from workergen_runtime.consumer import DeadLetterConsumer
 from workergen_runtime.discovery import import_jobs
 from workergen_runtime.queues import qualified_queue
 
-from tests.core.hostile_table import DEEP, WRONG_BODIES, WRONG_HEADERS, nested_list
-
-TASK = "{{ package_name }}.hello"
+TASK = f"{PACKAGE}.hello"
 LANE_QUEUE = qualified_queue("default", project.DEFAULT_NAMESPACE)
 SOUND_BODY = json.dumps([["intake"], {}, {"callbacks": None, "errbacks": None}]).encode()
 

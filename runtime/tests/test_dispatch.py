@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from celery import Celery
+
 from workergen_runtime.celery_app import ConfigFromSettings, create_app
 from workergen_runtime.errors import DelayTooLongError, JobArgumentsError
 from workergen_runtime.jobs import Job

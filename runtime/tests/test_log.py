@@ -3,6 +3,7 @@
 import logging
 
 import pytest
+
 from workergen_runtime.log import OUTCOME_LOGGER, RECEIVED_LOGGER, configure_logging
 
 PER_JOB_LOGGERS = (RECEIVED_LOGGER, OUTCOME_LOGGER)

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 import typer
+from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER, with_a_visibility_timeout
 from typer.testing import CliRunner
+
 from workergen_runtime import project
 from workergen_runtime.cli import app
 from workergen_runtime.worker import choose_pool, worker_argv
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-UNREACHABLE_BROKER = "{{ {'redis': 'redis://127.0.0.1:9/0', 'rabbitmq': 'amqp://guest:guest@127.0.0.1:9//', 'sqs': 'sqs://key:secret@127.0.0.1:9'}[broker] }}"
 runner = CliRunner()
 
 
@@ -48,44 +48,27 @@ def test_worker_consumes_namespaced_lanes_and_never_runs_the_scheduler() -> None
 
 
 def test_dispatch_with_the_broker_down_fails_fast_with_an_actionable_message(tmp_path) -> None:
-    env = {**os.environ, "BROKER_URL": UNREACHABLE_BROKER, "PYTHONPATH": str(PROJECT_ROOT)}
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "{{ package_name }}", "queue", "dispatch", "hello"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["queue", "dispatch", "hello"], tmp_path, BROKER_URL=UNREACHABLE_BROKER)
     assert done.returncode == 1
     assert "unavailable" in done.stderr and "BROKER_URL" in done.stderr
     assert "Traceback" not in done.stderr
     assert time.monotonic() - started < 30
-{%- if broker != 'rabbitmq' %}
 
 
 # RabbitMQ has no visibility timeout for a prefetch to outwait.
+@with_a_visibility_timeout
 def test_a_prefetch_that_could_run_a_job_twice_is_refused_before_the_worker_starts(
     tmp_path,
 ) -> None:
-    env = {
-        **os.environ,
-        "BROKER_URL": UNREACHABLE_BROKER,
-        "VISIBILITY_TIMEOUT": "3600",
-        "PYTHONPATH": str(PROJECT_ROOT),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "{{ package_name }}", "queue", "work", "--prefetch", "20"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_cli(
+        ["queue", "work", "--prefetch", "20"],
+        tmp_path,
+        BROKER_URL=UNREACHABLE_BROKER,
+        VISIBILITY_TIMEOUT="3600",
     )
     assert done.returncode == 1
     assert "--prefetch (20)" in done.stderr and "VISIBILITY_TIMEOUT" in done.stderr
-{%- endif %}
 
 
 # Commands that scaffold files and never read a setting.
@@ -124,7 +107,7 @@ BAD_SETTINGS = [
 
 def run_cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "{{ package_name }}", *args],
+        [sys.executable, "-m", PACKAGE, *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **env},
         capture_output=True,

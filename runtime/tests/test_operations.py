@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from workergen_runtime import metrics, monitor, project
+from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER, only_on
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from workergen_runtime import metrics, monitor, project
 
 
 def test_a_configured_metrics_folder_is_emptied_so_an_earlier_run_does_not_count(
@@ -138,7 +138,7 @@ def test_flower_gets_the_address_port_and_auth() -> None:
 
 def run_monitor(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "{{ package_name }}", "monitor", *args],
+        [sys.executable, "-m", PACKAGE, "monitor", *args],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "MONITOR_BASIC_AUTH": "", **env},
         capture_output=True,
@@ -147,15 +147,15 @@ def run_monitor(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedP
     )
 
 
-{% if broker == 'sqs' -%}
+@only_on("sqs")
 def test_monitor_says_sqs_has_no_remote_control(tmp_path: Path) -> None:
-    done = run_monitor(tmp_path, BROKER_URL="sqs://key:secret@127.0.0.1:9")
+    done = run_monitor(tmp_path, BROKER_URL=UNREACHABLE_BROKER)
     assert done.returncode == 1
     assert "SQS has no remote control" in done.stderr and "METRICS_PORT" in done.stderr
-{%- else -%}
+
+
+@only_on("redis", "rabbitmq")
 def test_monitor_refuses_a_public_address_without_basic_auth(tmp_path: Path) -> None:
-    broker_url = {{ '"redis://127.0.0.1:9/0"' if broker == 'redis' else '"amqp://guest:guest@127.0.0.1:9//"' }}
-    done = run_monitor(tmp_path, "--address", "0.0.0.0", BROKER_URL=broker_url)
+    done = run_monitor(tmp_path, "--address", "0.0.0.0", BROKER_URL=UNREACHABLE_BROKER)
     assert done.returncode == 1
     assert "MONITOR_BASIC_AUTH" in done.stderr and "Traceback" not in done.stderr
-{%- endif %}

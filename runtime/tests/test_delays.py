@@ -3,6 +3,8 @@
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from bound import only_on, with_a_visibility_timeout
+
 from workergen_runtime.delays import eta_problem, seconds_ahead
 from workergen_runtime.settings import Settings
 
@@ -72,10 +74,12 @@ def test_seconds_ahead_reads_offsets() -> None:
         ({}, 900),
         # Unset, the bound is at least the longest retry backoff ...
         ({"task_retry_backoff_max": 1800}, 1800),
-{%- if broker != 'rabbitmq' %}
         # ... and stays below the visibility timeout, past which the job is handed out again.
-        ({"visibility_timeout": 700, "task_retry_backoff_max": 600, "lane_prefetch": {}}, 699),
-{%- endif %}
+        pytest.param(
+            {"visibility_timeout": 700, "task_retry_backoff_max": 600, "lane_prefetch": {}},
+            699,
+            marks=with_a_visibility_timeout,
+        ),
         ({"task_max_eta": 120, "task_retry_backoff_max": 60}, 120),
     ],
 )
@@ -88,14 +92,17 @@ def test_the_effective_bound(overrides: dict, bound: int) -> None:
     [
         # A retry further ahead would be dead-lettered.
         ({"task_max_eta": 300}, ("TASK_RETRY_BACKOFF_MAX", "TASK_MAX_ETA")),
-{%- if broker != 'rabbitmq' %}
         # Held until its eta, the job would be handed to a second worker.
-        ({"task_max_eta": 3600}, ("VISIBILITY_TIMEOUT", "TASK_MAX_ETA")),
-        (
+        pytest.param(
+            {"task_max_eta": 3600},
+            ("VISIBILITY_TIMEOUT", "TASK_MAX_ETA"),
+            marks=with_a_visibility_timeout,
+        ),
+        pytest.param(
             {"visibility_timeout": 700, "task_retry_backoff_max": 700},
             ("VISIBILITY_TIMEOUT", "TASK_RETRY_BACKOFF_MAX"),
+            marks=with_a_visibility_timeout,
         ),
-{%- endif %}
     ],
 )
 def test_delays_that_do_not_fit_are_refused(overrides: dict, names: tuple) -> None:
@@ -103,9 +110,8 @@ def test_delays_that_do_not_fit_are_refused(overrides: dict, names: tuple) -> No
         settings(**overrides)
     for name in names:
         assert name in str(caught.value)
-{%- if broker == 'rabbitmq' %}
 
 
+@only_on("rabbitmq")
 def test_rabbitmq_has_no_visibility_timeout_to_bound_the_eta() -> None:
     assert settings(task_max_eta=86_400).effective_task_max_eta == 86_400
-{%- endif %}

@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+
 from workergen_runtime.processes import (
     Holder,
     proc_stat,
@@ -14,9 +15,7 @@ from workergen_runtime.processes import (
     process_gone,
     this_process,
 )
-{%- if broker == 'redis' %}
 from workergen_runtime.recovery import Owner
-{%- endif %}
 
 linux_only = pytest.mark.skipif(not this_process().started, reason="start times come from /proc")
 
@@ -77,13 +76,11 @@ def test_a_process_of_another_host_or_without_a_start_time_is_never_gone() -> No
     assert process_gone(elsewhere, shell.pid) is False
     assert process_gone(Holder(holder.host, holder.pid, ""), shell.pid) is False
 
-{%- if broker == 'redis' %}
 
-
-# Redis: the worker id that the project's transport records with each message it holds.
+# Redis: the worker id that the project's transport records with each message it holds
+# (read without a broker, so checked whichever broker the project has).
 def test_a_worker_id_names_its_process_and_group_and_old_ids_name_none() -> None:
     me = this_process()
     assert Owner.parse(f"{me}/{os.getpid()}/0a1b2c3d") == Owner(me, os.getpid())
     assert Owner.parse("worker-1.4242.0a1b2c3d") is None
     assert Owner.parse("host+1/12/34/x/0a1b2c3d") is None
-{%- endif %}

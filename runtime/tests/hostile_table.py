@@ -1,8 +1,8 @@
 """Wrong values for what a worker reads of a message: the table every intake test goes through.
 
-The project's own tests send each entry alone through the worker's intake
-(tests/core/test_intake_total.py); the workergen suite sends each one to real
-brokers as well. A value that once stopped a worker stays here.
+The runtime's tests send each entry alone through the worker's intake
+(test_intake_total.py); the workergen suite sends each one to real brokers as
+well (tests/support/hostile.py). A value that once stopped a worker stays here.
 """
 
 from __future__ import annotations

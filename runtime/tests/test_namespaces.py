@@ -1,13 +1,12 @@
 """Two apps with different namespaces in one process: each names only its own queues."""
 
 from celery import Celery
+
 from workergen_runtime import project
 from workergen_runtime.celery_app import create_app
 from workergen_runtime.config import dead_letter_queues
 from workergen_runtime.jobs import Job
-{%- if broker == 'rabbitmq' %}
 from workergen_runtime.policies import lane_policies
-{%- endif %}
 from workergen_runtime.settings import Settings
 
 # kombu's in-process broker: every app of this process sees the same queues.
@@ -34,16 +33,15 @@ def taken(app: Celery, queue: str) -> int:
 
 
 def declared_names(app: Celery) -> set[str]:
-    """Every queue and exchange an app's worker declares or sends to{% if broker == 'rabbitmq' %}, its policies too{% endif %}."""
+    """Every queue and exchange an app's worker declares or sends to; on RabbitMQ, its policies."""
     names = {app.conf.control_exchange, app.conf.event_exchange, app.conf.task_default_queue}
     queues = [*app.amqp.queues.values(), *dead_letter_queues(app.settings)]
     for queue in queues:
         names |= {queue.name, queue.exchange.name, queue.routing_key}
-{%- if broker == 'rabbitmq' %}
-    for policy in lane_policies(app.settings):
-        names |= {policy.name, policy.definition["dead-letter-exchange"]}
-        names |= {policy.definition["dead-letter-routing-key"]}
-{%- endif %}
+    if project.BROKER == "rabbitmq":
+        for policy in lane_policies(app.settings):
+            names |= {policy.name, policy.definition["dead-letter-exchange"]}
+            names |= {policy.definition["dead-letter-routing-key"]}
     return names
 
 

@@ -6,12 +6,13 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from bound import PACKAGE
+from doubles import MemoryStore, consumer
 from kombu.exceptions import ContentDisallowed
 from pydantic import Field
-from workergen_runtime import DeadLetter, Settings, deadlettering, job, job_dead_lettered
+
+from workergen_runtime import Settings, deadlettering, job, job_dead_lettered
 from workergen_runtime.celery_app import app as celery_app
-from workergen_runtime.consumer import DeadLetterConsumer
-from workergen_runtime.deadletter import DeadLetterStore
 from workergen_runtime.queues import qualified_queue
 
 
@@ -91,31 +92,6 @@ def sync_invoice(invoice_id: int) -> None:
         raise sync_invoice.retry(exc=exc, countdown=exc.retry_after) from None
 
 
-class MemoryStore(DeadLetterStore):
-    """Keeps dead letters in a list, or refuses them like a broker that is down."""
-
-    def __init__(self, broken: bool = False) -> None:
-        self.letters: list[DeadLetter] = []
-        self.broken = broken
-
-    def record(self, letter: DeadLetter) -> None:
-        if self.broken:
-            raise ConnectionError("store unavailable")
-        self.letters.append(letter)
-
-    def list(self, lane=None):
-        return self.letters
-
-    def show(self, letter_id):
-        raise NotImplementedError
-
-    def replay(self, letter_id):
-        raise NotImplementedError
-
-    def purge(self, lane=None):
-        return 0
-
-
 class Message:
     """A task message as the consumer reads it: acknowledged, or handed back."""
 
@@ -135,15 +111,6 @@ class Message:
 
     def reject_log_error(self, logger, errors, requeue: bool = False) -> None:
         self.rejected = requeue
-
-
-def consumer() -> DeadLetterConsumer:
-    # Only the message callbacks are exercised: no connection, no blueprint.
-    instance = DeadLetterConsumer.__new__(DeadLetterConsumer)
-    instance.app = celery_app
-    instance.connection_errors = ()
-    instance.hostname = "test@host"
-    return instance
 
 
 def refuse(message: Message) -> None:
@@ -174,7 +141,7 @@ def heard(store: MemoryStore) -> Iterator[list[dict]]:
 def test_the_hook_fires_once_per_letter_after_the_store_holds_it(
     store: MemoryStore, heard: list[dict]
 ) -> None:
-    message = Message("t-1", "{{ package_name }}.gone", content_type="application/x-yaml")
+    message = Message("t-1", f"{PACKAGE}.gone", content_type="application/x-yaml")
     refuse(message)
     [letter] = store.letters
     [call] = heard
@@ -182,7 +149,7 @@ def test_the_hook_fires_once_per_letter_after_the_store_holds_it(
     assert (call["letter_id"], call["task_id"], call["task_name"]) == (
         "t-1",
         "t-1",
-        "{{ package_name }}.gone",
+        f"{PACKAGE}.gone",
     )
     assert (call["reason"], call["lane"], call["attempts"]) == ("refused", "default", 1)
     assert "Refusing to deserialize" in call["exception"]
@@ -198,9 +165,9 @@ def test_a_receiver_that_raises_is_logged_once_and_the_worker_goes_on(
     job_dead_lettered.connect(broken)
     try:
         with caplog.at_level(logging.ERROR):
-            first = Message("t-2\x1b[2J", "{{ package_name }}.gone", content_type="text/plain")
+            first = Message("t-2\x1b[2J", f"{PACKAGE}.gone", content_type="text/plain")
             refuse(first)
-            second = Message("t-3", "{{ package_name }}.gone", content_type="text/plain")
+            second = Message("t-3", f"{PACKAGE}.gone", content_type="text/plain")
             refuse(second)
     finally:
         job_dead_lettered.disconnect(broken)
@@ -220,7 +187,7 @@ def test_no_hook_fires_when_the_store_failed_and_the_message_is_given_back(
 ) -> None:
     monkeypatch.setattr(deadlettering, "RECORD_BACKOFF", 0)
     monkeypatch.setattr(deadlettering, "dead_letter_store", lambda _app: MemoryStore(broken=True))
-    message = Message("t-4", "{{ package_name }}.gone", content_type="text/plain")
+    message = Message("t-4", f"{PACKAGE}.gone", content_type="text/plain")
     refuse(message)
     assert heard == []
     assert not message.acked and message.rejected is not None
@@ -233,11 +200,11 @@ def test_the_hook_example_hands_the_letter_to_a_job_and_never_loops(
     monkeypatch.setattr(tell_on_call, "dispatch", lambda *args: paged.append(args))
     job_dead_lettered.connect(on_dead_letter)
     try:
-        refuse(Message("t-5", "{{ package_name }}.charge", content_type="text/plain"))
+        refuse(Message("t-5", f"{PACKAGE}.charge", content_type="text/plain"))
         refuse(Message("t-6", tell_on_call.name, content_type="text/plain"))
     finally:
         job_dead_lettered.disconnect(on_dead_letter)
-    assert paged == [("{{ package_name }}.charge", "refused", "t-5")]
+    assert paged == [(f"{PACKAGE}.charge", "refused", "t-5")]
     assert len(store.letters) == 2
 
 

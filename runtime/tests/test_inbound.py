@@ -5,6 +5,8 @@ import json
 import pickle
 
 import pytest
+from bound import PACKAGE
+
 from workergen_runtime import inbound
 from workergen_runtime.inbound import (
     MALFORMED_PROPERTY,
@@ -17,7 +19,7 @@ from workergen_runtime.inbound import (
 
 
 def headers(**changes) -> dict:
-    base = {"task": "{{ package_name }}.hello", "id": "t-1", "retries": 0, "lang": "py"}
+    base = {"task": f"{PACKAGE}.hello", "id": "t-1", "retries": 0, "lang": "py"}
     base.update(changes)
     return {key: value for key, value in base.items() if value != "<missing>"}
 
@@ -129,7 +131,7 @@ def assert_sized_as_json(sized: dict) -> None:
 # What Celery 5 sends, as the worker reads it from RabbitMQ.
 CELERY_HEADERS = {
     "lang": "py",
-    "task": "{{ package_name }}.hello",
+    "task": f"{PACKAGE}.hello",
     "id": "ce675c79-b94e-482e-8330-4b094d4c6614",
     "shadow": None,
     "eta": None,

@@ -16,7 +16,9 @@ def test_the_project_configuration_passes_the_checks_that_need_no_broker() -> No
 def test_accepting_pickle_fails_and_says_how_to_fix_it() -> None:
     check = doctor.check_serialization({**app.conf, "accept_content": ["json", "pickle"]})
     assert not check.ok
-    assert "pickle" in check.detail and "accept_content" in check.fix
+    assert "pickle" in check.detail and "accept_content" in check.detail
+    # The runtime sets JSON only: the project is told to remove its own change.
+    assert "remove the project's change" in check.fix
 
 
 def test_early_acknowledgement_fails() -> None:

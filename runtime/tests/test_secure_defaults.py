@@ -3,8 +3,10 @@
 import pickle
 
 import pytest
+from bound import PACKAGE
 from kombu import Connection, Message
 from kombu.exceptions import ContentDisallowed
+
 from workergen_runtime import project
 from workergen_runtime.celery_app import app
 from workergen_runtime.config import build_config
@@ -38,7 +40,7 @@ def test_a_pickle_message_is_refused_before_it_is_decoded() -> None:
                 channel=connection.default_channel,
             )
 
-        body = pickle.dumps({"task": "{{ package_name }}.hello"})
+        body = pickle.dumps({"task": f"{PACKAGE}.hello"})
         pickled = received(body, "application/x-python-serialize")
         with pytest.raises(ContentDisallowed):
             pickled.decode()

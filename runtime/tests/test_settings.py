@@ -1,11 +1,18 @@
 """Settings: effective values, and combinations refused at start-up."""
 
 import pytest
+from bound import BROKER, only_on, with_a_visibility_timeout
+
 from workergen_runtime import project
 from workergen_runtime.errors import ConfigurationError
 from workergen_runtime.settings import BROKER_SCHEMES, Settings, get_settings, mask_password
 
-LOCAL_BROKER = "{{ {'redis': 'redis://localhost:6379/0', 'rabbitmq': 'amqp://guest:guest@localhost:5672//', 'sqs': 'sqs://'}[broker] }}"
+LOCAL_BROKER = {
+    "redis": "redis://localhost:6379/0",
+    "rabbitmq": "amqp://guest:guest@localhost:5672//",
+    "sqs": "sqs://",
+}[BROKER]
+sqs_only = only_on("sqs")
 
 
 def test_an_unset_broker_url_falls_back_to_the_local_development_broker() -> None:
@@ -17,20 +24,19 @@ def test_no_result_backend_unless_configured() -> None:
     assert Settings(_env_file=None, result_backend_url="").effective_result_backend is None
     configured = Settings(_env_file=None, result_backend_url="redis://cache:6379/1")
     assert configured.effective_result_backend == "redis://cache:6379/1"
-{%- if broker == 'redis' %}
 
 
+@only_on("redis")
 def test_lock_url_falls_back_to_the_redis_broker() -> None:
     settings = Settings(_env_file=None, broker_url="redis://queue:6379/3")
     assert settings.effective_lock_url == "redis://queue:6379/3"
-{%- else %}
 
 
+@only_on("rabbitmq", "sqs", because="on Redis, the locks fall back to the broker")
 def test_lock_url_falls_back_to_the_local_redis() -> None:
     assert Settings(_env_file=None).effective_lock_url == "redis://localhost:6379/0"
     configured = Settings(_env_file=None, lock_url="redis://locks:6379/2")
     assert configured.effective_lock_url == "redis://locks:6379/2"
-{%- endif %}
 
 
 @pytest.mark.parametrize(
@@ -40,22 +46,21 @@ def test_lock_url_falls_back_to_the_local_redis() -> None:
             {"task_soft_time_limit": 300, "task_time_limit": 300},
             ("TASK_SOFT_TIME_LIMIT", "TASK_TIME_LIMIT"),
         ),
-{%- if broker != 'rabbitmq' %}
-        (
+        pytest.param(
             {"visibility_timeout": 60, "task_time_limit": 120, "task_soft_time_limit": 100},
             ("VISIBILITY_TIMEOUT", "TASK_TIME_LIMIT"),
+            marks=with_a_visibility_timeout,
         ),
-        (
+        pytest.param(
             {"visibility_timeout": 700, "task_retry_backoff_max": 900},
             ("VISIBILITY_TIMEOUT", "TASK_RETRY_BACKOFF_MAX"),
+            marks=with_a_visibility_timeout,
         ),
-{%- endif %}
-{%- if broker == 'redis' %}
-        (
+        pytest.param(
             {"visibility_timeout": 3600, "worker_heartbeat_ttl": 3600},
             ("WORKER_HEARTBEAT_TTL", "VISIBILITY_TIMEOUT"),
+            marks=only_on("redis", because="worker heartbeats are the Redis transport's"),
         ),
-{%- endif %}
     ],
 )
 def test_refused_combinations_name_both_settings(overrides: dict, names: tuple[str, str]) -> None:
@@ -63,9 +68,9 @@ def test_refused_combinations_name_both_settings(overrides: dict, names: tuple[s
         Settings(_env_file=None, **overrides)
     for name in names:
         assert name in str(caught.value)
-{%- if broker == 'rabbitmq' %}
 
 
+@only_on("rabbitmq")
 def test_amqp_has_no_visibility_timeout_to_check() -> None:
     settings = Settings(
         _env_file=None,
@@ -75,7 +80,6 @@ def test_amqp_has_no_visibility_timeout_to_check() -> None:
         lane_prefetch={"default": 16},
     )
     assert settings.uses_visibility_timeout is False
-{%- endif %}
 
 
 def test_the_default_lane_reserves_more_than_lanes_of_long_jobs() -> None:
@@ -96,9 +100,9 @@ def test_lane_prefetch_is_read_from_the_environment(monkeypatch: pytest.MonkeyPa
 def test_lane_prefetch_for_an_unknown_lane_is_refused() -> None:
     with pytest.raises(ValueError, match="LANE_PREFETCH names the lane 'nope'"):
         Settings(_env_file=None, lane_prefetch={"nope": 4})
-{%- if broker != 'rabbitmq' %}
 
 
+@with_a_visibility_timeout
 def test_a_prefetch_that_could_outwait_the_visibility_timeout_is_refused() -> None:
     with pytest.raises(ValueError) as caught:
         Settings(_env_file=None, visibility_timeout=1000, lane_prefetch={"default": 4})
@@ -107,6 +111,7 @@ def test_a_prefetch_that_could_outwait_the_visibility_timeout_is_refused() -> No
         assert name in message
 
 
+@with_a_visibility_timeout
 @pytest.mark.parametrize("prefetch", [2, 3, 4])
 def test_a_prefetch_is_refused_up_to_the_longest_wait_and_accepted_past_it(prefetch: int) -> None:
     limits = {"_env_file": None, "task_time_limit": 100, "task_soft_time_limit": 90}
@@ -120,7 +125,6 @@ def test_a_prefetch_is_refused_up_to_the_longest_wait_and_accepted_past_it(prefe
         Settings(**limits, **extra, visibility_timeout=longest_wait + 1)
     # One message per process waits for no other job: only the time limit counts.
     Settings(**limits, lane_prefetch={"default": 1}, visibility_timeout=101)
-{%- endif %}
 
 
 def test_bad_environment_becomes_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,7 +160,7 @@ OTHER_BROKER_URL = {
     "redis": "amqp://guest:guest@localhost//",
     "rabbitmq": "sqs://",
     "sqs": "redis://localhost:6379/0",
-}["{{ broker }}"]
+}[BROKER]
 
 
 @pytest.mark.parametrize(
@@ -166,18 +170,29 @@ OTHER_BROKER_URL = {
         ({"QUEUE_NAMESPACE": "*"}, "QUEUE_NAMESPACE='*'"),
         ({"QUEUE_NAMESPACE": "ns\n"}, "QUEUE_NAMESPACE='ns\\n'"),
         ({"TASK_TIME_LIMIT": "-5"}, "TASK_TIME_LIMIT='-5': Input should be greater than 0"),
-{%- if broker == 'sqs' %}
-        ({"SQS_REGION": "us-east-1\n"}, "the SQS region must look like"),
-        ({"SQS_POLLING_INTERVAL": "0"}, "SQS_POLLING_INTERVAL='0': Input should be greater"),
-        ({"SQS_WAIT_TIME_SECONDS": "21"}, "SQS_WAIT_TIME_SECONDS='21': Input should be less"),
-{%- elif broker == 'redis' %}
-        ({"WORKER_HEARTBEAT_TTL": "1"}, "WORKER_HEARTBEAT_TTL='1': Input should be greater"),
-{%- endif %}
+        pytest.param(
+            {"SQS_REGION": "us-east-1\n"}, "the SQS region must look like", marks=sqs_only
+        ),
+        pytest.param(
+            {"SQS_POLLING_INTERVAL": "0"},
+            "SQS_POLLING_INTERVAL='0': Input should be greater",
+            marks=sqs_only,
+        ),
+        pytest.param(
+            {"SQS_WAIT_TIME_SECONDS": "21"},
+            "SQS_WAIT_TIME_SECONDS='21': Input should be less",
+            marks=sqs_only,
+        ),
+        pytest.param(
+            {"WORKER_HEARTBEAT_TTL": "1"},
+            "WORKER_HEARTBEAT_TTL='1': Input should be greater",
+            marks=only_on("redis"),
+        ),
         ({"LANE_PREFETCH": "not json"}, "LANE_PREFETCH='not json': is not valid JSON"),
         ({"BROKER_URL": "http://example.com"}, "BROKER_URL='http://example.com': has scheme"),
         ({"BROKER_URL": "garbage"}, "BROKER_URL='garbage': has no scheme"),
         ({"BROKER_URL": ""}, "BROKER_URL='': is empty"),
-        ({"BROKER_URL": OTHER_BROKER_URL}, "expected a {{ broker }} URL"),
+        ({"BROKER_URL": OTHER_BROKER_URL}, f"expected a {BROKER} URL"),
         ({"RESULT_BACKEND_URL": "http://cache"}, "RESULT_BACKEND_URL='http://cache'"),
         ({"LOCK_URL": "amqp://x"}, "LOCK_URL='amqp://x'"),
         ({"LOG_LEVEL": "loud"}, "LOG_LEVEL='loud'"),
@@ -196,7 +211,7 @@ def test_a_bad_setting_names_its_variable_its_value_and_the_rule(
 def test_a_url_that_does_not_parse_never_shows_its_password(
     monkeypatch: pytest.MonkeyPatch, secret: str
 ) -> None:
-    scheme = BROKER_SCHEMES["{{ broker }}"][0]
+    scheme = BROKER_SCHEMES[BROKER][0]
     message = settings_error(monkeypatch, BROKER_URL=f"{scheme}://user:{secret}@host:1234/0")
     assert "BROKER_URL=" in message and "percent-encode" in message
     assert "wJal" not in message and "Utn" not in message
@@ -205,7 +220,7 @@ def test_a_url_that_does_not_parse_never_shows_its_password(
 def test_every_rule_of_the_answers_applies_to_the_namespace_setting() -> None:
     from workergen_runtime.naming import NAMESPACE_RULE
 
-    for value in ("", "ventas", "a-b_2", "my ns", "*", "ns\n", "Ventas", "{{ '{{' }} x }}"):
+    for value in ("", "ventas", "a-b_2", "my ns", "*", "ns\n", "Ventas", "{{ x }}"):
         problem = NAMESPACE_RULE.problem(value)
         if problem is None:
             assert Settings(_env_file=None, queue_namespace=value).queue_namespace == value

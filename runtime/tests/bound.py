@@ -1,0 +1,34 @@
+"""What the tests run against: the sample project, its broker, and the tests that need one."""
+
+from pathlib import Path
+
+import pytest
+
+from workergen_runtime import project
+
+# The sample project's root: subprocesses (`python -m billing ...`) import it from here.
+PROJECT_ROOT = Path(__file__).resolve().parent / "sample"
+PACKAGE = project.PACKAGE
+BROKER = project.BROKER
+NAMES = {"redis": "Redis", "rabbitmq": "RabbitMQ", "sqs": "SQS"}
+# A URL of the project's broker where nothing listens.
+UNREACHABLE_BROKER = {
+    "redis": "redis://127.0.0.1:9/0",
+    "rabbitmq": "amqp://guest:guest@127.0.0.1:9//",
+    "sqs": "sqs://key:secret@127.0.0.1:9",
+}[BROKER]
+
+
+def only_on(*brokers: str, because: str = "") -> pytest.MarkDecorator:
+    """Skip the test unless the project's broker is one of `brokers`."""
+    reason = " or ".join(NAMES[broker] for broker in brokers) + " only"
+    if because:
+        reason += f" ({because})"
+    return pytest.mark.skipif(
+        BROKER not in brokers, reason=f"{reason}; this run's broker is {NAMES[BROKER]}"
+    )
+
+
+# RabbitMQ holds a message unacknowledged for as long as it takes: it has no visibility
+# timeout, and no setting is checked against one.
+with_a_visibility_timeout = only_on("redis", "sqs", because="RabbitMQ has no visibility timeout")

@@ -1,0 +1,1 @@
+"""Your jobs: every module here (and in sub-packages) is discovered by the worker."""
