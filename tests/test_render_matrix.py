@@ -84,6 +84,10 @@ def test_renders_lints_and_passes_its_own_tests(render, answers: dict[str, objec
     # The worker runtime is a dependency: the project holds only what its users own.
     assert not (project / package / "core").exists()
     assert (project / package / "app.py").is_file()
+    # The runtime's tests stay with the runtime (tests/test_runtime_suite.py runs them):
+    # a project's tests are of its own code.
+    owned = {path.name for path in (project / "tests").iterdir()} - {"__pycache__"}
+    assert owned == {"conftest.py", "test_discovery.py", "jobs"}, sorted(owned)
     assert (project / ".env.example").read_text().count(
         f"QUEUE_NAMESPACE={answers['queue_namespace']}\n"
     ) == 1
