@@ -15,4 +15,5 @@ cd "$ROOT"
   sed 's/^/==> oldest: /'
 exec "$PY" -m pytest -n 2 --dist loadgroup \
   tests/test_render_matrix.py tests/test_e2e_redis.py tests/test_deadletter_redis.py \
-  tests/test_deadletter_rabbitmq.py tests/test_e2e_scheduling.py tests/test_cron_locks.py "$@"
+  tests/test_deadletter_rabbitmq.py tests/test_e2e_scheduling.py tests/test_cron_locks.py \
+  tests/test_runtime_suite.py "$@"
