@@ -39,6 +39,7 @@ from workergen.generated_project import (
 from workergen.options import HistoryOption, VcsRef
 from workergen.provenance import Provenance, read_answers, record_provenance, write_answers
 from workergen.releases import TemplateHistory, TemplateVersion
+from workergen.runtime_source import install_command
 from workergen.template_source import chosen_version, history_of
 
 UpdatePretend = Annotated[
@@ -395,8 +396,7 @@ def _report_runtime_move(result: UpdateResult, *, pretend: bool = False) -> None
         typer.echo(f"  check    {path}: it still names {package}.core or {package}/core/")
     if not pretend:
         typer.echo(
-            "Reinstall the project in its environment before running it: "
-            "python -m pip install -e '.[dev]'"
+            f"Reinstall the project in its environment before running it: {install_command()}"
         )
 
 
