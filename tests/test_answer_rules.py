@@ -1,4 +1,4 @@
-"""One home per rule: workergen_runtime/naming.py's answer rules, and copier.yml's validators built from them."""
+"""One home per rule: the runtime's naming rules, and copier.yml's validators built from them."""
 
 from __future__ import annotations
 

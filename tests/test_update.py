@@ -438,7 +438,8 @@ def test_an_old_project_updates_to_the_runtime_library(tmp_path: Path, clone: Pa
     assert "removed  billing/core/ (" in result.output
     rewritten = "imports  billing/jobs/send_invoice.py: billing.core -> workergen_runtime"
     assert rewritten in result.output
-    assert "pip install -e '.[dev]'" in result.output  # the new dependency
+    # The new dependency, from this checkout's runtime/ (the suite runs workergen from it).
+    assert f"pip install -e {REPO_ROOT / 'runtime'} -e '.[dev]'" in result.output
     assert_on_the_runtime(project, ours, V2)
     assert answers_of(project)["_commit"].startswith(f"v{V2}-0-g")
     assert git(project, "status", "--porcelain", "--ignored", ".env") == "!! .env\n"
