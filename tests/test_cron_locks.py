@@ -20,9 +20,9 @@ import json
 import billing
 from workergen_runtime import cron_task
 from workergen_runtime.celery_app import app, create_app
-from workergen_runtime.crons import CronTask, overlap_lock_key
+from workergen_runtime.scheduling.crons import CronTask, overlap_lock_key
 from workergen_runtime.locks import lock_client
-from workergen_runtime.schedules import every_minutes
+from workergen_runtime.scheduling.schedules import every_minutes
 from workergen_runtime.settings import Settings
 
 client = lock_client(app.settings)

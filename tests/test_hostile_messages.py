@@ -152,12 +152,12 @@ def test_an_unrecoverable_error_in_the_worker_exits_non_zero(
     code = (
         "import sys\n"
         f"import {PACKAGE}\n"
-        "from workergen_runtime import consumer\n"
+        "from workergen_runtime.worker import consumer\n"
         "def broken(self, *args, **kwargs):\n"
         "    raise RuntimeError('the consumer cannot start')\n"
         "consumer.DeadLetterConsumer.create_task_handler = broken\n"
         f"import {PACKAGE}\n"
-        "from workergen_runtime.cli import main\n"
+        "from workergen_runtime.cli.main import main\n"
         "sys.argv = ['billing', 'queue', 'work', '--pool', 'solo']\n"
         "main()\n"
     )

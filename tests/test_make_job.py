@@ -464,7 +464,7 @@ def test_python_m_make_job_imports_only_the_scaffolding(project: Path):
         f"sys.argv = ['{PACKAGE}', 'make:job', 'SendInvoice']; "
         f"runpy.run_module('{PACKAGE}', run_name='__main__', alter_sys=True)"
     )
-    heavy = ("celery", "kombu", "pydantic_settings", "workergen_runtime.cli", "billing.app")
+    heavy = ("celery", "kombu", "pydantic_settings", "workergen_runtime.cli.main", "billing.app")
     assert "imported: []" in imported_while_making_a_job(project, run, heavy)
 
 

@@ -28,7 +28,7 @@ MAIN_FAULT = '''"""A fault in the worker's main process on one message, as an OO
 import os
 import signal
 
-from workergen_runtime import consumer
+from workergen_runtime.worker import consumer
 
 _take_in = consumer.take_in
 

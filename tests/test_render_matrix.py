@@ -20,22 +20,22 @@ BROKER_VARIANTS = {
 # (its environment may not hold them: boto3 and pycurl come with SQS only).
 BROKER_MODULES = {
     "redis": (
-        "workergen_runtime.transports",
-        "workergen_runtime.recovery",
-        "workergen_runtime.deadletter.redis",
+        "workergen_runtime.brokers.redis.transport",
+        "workergen_runtime.brokers.redis.recovery",
+        "workergen_runtime.brokers.redis.deadletters",
     ),
     "rabbitmq": (
         "amqp",
-        "workergen_runtime.deadletter.amqp",
-        "workergen_runtime.policies",
+        "workergen_runtime.brokers.amqp.deadletters",
+        "workergen_runtime.brokers.amqp.policies",
     ),
     "sqs": (
         "boto3",
         "botocore",
         "pycurl",
         "kombu.transport.SQS",
-        "workergen_runtime.deadletter.sqs",
-        "workergen_runtime.sqs_transport",
+        "workergen_runtime.brokers.sqs.deadletters",
+        "workergen_runtime.brokers.sqs.transport",
     ),
 }
 RESULT_BACKENDS = ["none", "redis"]

@@ -610,3 +610,24 @@ def test_check_never_says_current_without_a_release_to_compare_with(
     result = run(project, "check", "--template", str(clone))
 
     assert_refused(result, "lists no template release")
+
+
+def test_old_core_imports_become_the_runtime_modules_that_hold_them_now() -> None:
+    from workergen.core_migration import rewrite_source
+
+    old = (
+        "from billing.core import job\n"
+        "from billing.core.schedules import daily\n"
+        "from billing.core.deadletter.redis import RedisDeadLetterStore\n"
+        "from billing.core.flows import chain\n"
+        "from billing.core.project import LANES\n"
+        "from ..core.errors import ProjectError\n"
+    )
+    assert rewrite_source(old, "billing", home="billing.jobs") == (
+        "from workergen_runtime import job\n"
+        "from workergen_runtime.scheduling.schedules import daily\n"
+        "from workergen_runtime.brokers.redis.deadletters import RedisDeadLetterStore\n"
+        "from workergen_runtime.flows import chain\n"
+        "from billing.project import LANES\n"
+        "from workergen_runtime.errors import ProjectError\n"
+    )

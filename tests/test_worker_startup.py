@@ -14,13 +14,13 @@ PACKAGE = "billing"
 # the libraries only they or a help screen use.
 NOT_AT_WORKER_START = (
     "workergen_runtime.scaffold",
-    "workergen_runtime.schedule_expr",
-    "workergen_runtime.doctor",
-    "workergen_runtime.dlq_cli",
-    "workergen_runtime.monitor",
-    "workergen_runtime.schedule_cli",
-    "workergen_runtime.scheduler",
-    "workergen_runtime.http_cli",
+    "workergen_runtime.scheduling.expressions",
+    "workergen_runtime.ops.doctor",
+    "workergen_runtime.cli.dlq",
+    "workergen_runtime.ops.monitor",
+    "workergen_runtime.cli.schedule",
+    "workergen_runtime.scheduling.scheduler",
+    "workergen_runtime.cli.http",
     "rich",
     "typer.rich_utils",
 )
@@ -32,7 +32,7 @@ def imported_by_queue_work(project: Path, modules: tuple[str, ...]) -> list[str]
     code = (
         "import json, runpy, sys\n"
         f"import {PACKAGE}\n"
-        "from workergen_runtime import worker\n"
+        "from workergen_runtime.worker import start as worker\n"
         "def report(app, argv):\n"
         f"    print('imported:', json.dumps([m for m in {modules!r} if m in sys.modules]))\n"
         "    return 0\n"
@@ -157,7 +157,7 @@ def test_the_worker_starts_without_the_celery_command_group(render):
         "import sys\n"
         f"import {PACKAGE}\n"
         "from workergen_runtime.celery_app import app\n"
-        "from workergen_runtime.worker import run_worker\n"
+        "from workergen_runtime.worker.start import run_worker\n"
         "app.user_options['worker'].add(__import__('click').Option(['--extra-flag'], "
         "is_flag=True))\n"
         "code = run_worker(app, ['worker', '--help'])\n"
@@ -175,7 +175,7 @@ def test_a_worker_command_line_must_start_with_worker(render):
     code = (
         f"import {PACKAGE}\n"
         "from workergen_runtime.celery_app import app\n"
-        "from workergen_runtime.worker import run_worker\n"
+        "from workergen_runtime.worker.start import run_worker\n"
         "run_worker(app, ['beat'])\n"
     )
     done = python_in(render(broker="redis"), code, BROKER_URL="memory://")

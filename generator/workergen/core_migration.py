@@ -3,9 +3,10 @@
 Template releases up to 0.1.0 (and the commits after it until the runtime became a
 library) rendered the worker runtime into each project as `<package>/core/`, and the
 project's own code imported it from there (`from billing.core import job`). The runtime
-is now the `workergen-runtime` distribution the project depends on: the same modules
-(`billing.core.flows` is `workergen_runtime.flows`) and the same public API, while the
-answers `core/project.py` held are `<package>/project.py`.
+is now the `workergen-runtime` distribution the project depends on: the same modules,
+some of them in a subpackage by concern (`billing.core.flows` is `workergen_runtime.flows`,
+`billing.core.schedules` is `workergen_runtime.scheduling.schedules`: MOVED_MODULES), and
+the same public API, while the answers `core/project.py` held are `<package>/project.py`.
 
 Copier's update removes the template's files from `core/` and rewrites the files the
 template owns. What it leaves is done here, on the update's scratch clone:
@@ -134,9 +135,49 @@ def rewrite_source(text: str, package: str, home: str | None = None) -> str:
 _RELATIVE = re.compile(r"(?m)(?P<head>^[ \t]*from[ \t]+)(?P<dots>\.+)(?P<path>[A-Za-z_][\w.]*)")
 
 
+# The old core's modules that the runtime keeps in a subpackage by concern (the others,
+# e.g. `flows`, `jobs`, `settings`, kept their name): old dotted name -> new one.
+MOVED_MODULES = {
+    "transports": "brokers.redis.transport",
+    "recovery": "brokers.redis.recovery",
+    "deadletter.redis": "brokers.redis.deadletters",
+    "policies": "brokers.amqp.policies",
+    "deadletter.amqp": "brokers.amqp.deadletters",
+    "sqs_transport": "brokers.sqs.transport",
+    "deadletter.sqs": "brokers.sqs.deadletters",
+    "deadlettering": "deadletter.routing",
+    "consumer": "worker.consumer",
+    "inbound": "worker.inbound",
+    "bodies": "worker.bodies",
+    "deliveries": "worker.deliveries",
+    "pool": "worker.pool",
+    "processes": "worker.processes",
+    "worker": "worker.start",
+    "crons": "scheduling.crons",
+    "schedules": "scheduling.schedules",
+    "schedule_expr": "scheduling.expressions",
+    "scheduler": "scheduling.scheduler",
+    "doctor": "ops.doctor",
+    "monitor": "ops.monitor",
+    "metrics": "ops.metrics",
+    "depth": "ops.depth",
+    "provision": "ops.provision",
+    "http_api": "ops.http_api",
+    "cli": "cli.main",
+    "dlq_cli": "cli.dlq",
+    "schedule_cli": "cli.schedule",
+    "provision_cli": "cli.provision",
+    "make_cli": "cli.make",
+    "http_cli": "cli.http",
+}
+
+
 def _runtime_name(package: str, rest: str) -> str:
     if rest == ".project" or rest.startswith(".project."):
         return f"{package}{rest}"
+    for old in sorted(MOVED_MODULES, key=len, reverse=True):
+        if rest == f".{old}" or rest.startswith(f".{old}."):
+            return f"{RUNTIME_PACKAGE}.{MOVED_MODULES[old]}{rest.removeprefix(f'.{old}')}"
     return f"{RUNTIME_PACKAGE}{rest}"
 
 

@@ -31,7 +31,7 @@ import pytest
 # isort: split
 from workergen_runtime import project
 from workergen_runtime.celery_app import app
-from workergen_runtime.http_api import HttpSettings
+from workergen_runtime.ops.http_api import HttpSettings
 from workergen_runtime.settings import Settings, get_settings
 
 # The variables the settings are read from; pydantic-settings reads them in any case.

@@ -1,8 +1,8 @@
 """Stand-ins for the worker's parts, for the tests that need no broker."""
 
 from workergen_runtime.celery_app import app as celery_app
-from workergen_runtime.consumer import DeadLetterConsumer
 from workergen_runtime.deadletter import DeadLetter, DeadLetterStore
+from workergen_runtime.worker.consumer import DeadLetterConsumer
 
 
 class MemoryStore(DeadLetterStore):

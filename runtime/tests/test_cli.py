@@ -13,8 +13,8 @@ from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER, with_a_visibility_t
 from typer.testing import CliRunner
 
 from workergen_runtime import project
-from workergen_runtime.cli import app
-from workergen_runtime.worker import choose_pool, worker_argv
+from workergen_runtime.cli.main import app
+from workergen_runtime.worker.start import choose_pool, worker_argv
 
 runner = CliRunner()
 

@@ -21,27 +21,25 @@ from kombu.exceptions import ContentDisallowed
 from kombu.serialization import loads
 from typer.testing import CliRunner
 
-from workergen_runtime import consumer as consumer_module
-from workergen_runtime import deadlettering, deliveries, policies, project
+from workergen_runtime import project
+from workergen_runtime.brokers.amqp import policies
+from workergen_runtime.brokers.amqp.deadletters import AmqpDeadLetterStore
+from workergen_runtime.brokers.amqp.policies import lane_policies
+from workergen_runtime.brokers.redis.deadletters import RedisDeadLetterStore
+from workergen_runtime.brokers.sqs.deadletters import SqsDeadLetterStore
 from workergen_runtime.celery_app import ProjectApp
 from workergen_runtime.celery_app import app as celery_app
-from workergen_runtime.cli import app
+from workergen_runtime.cli.main import app
 from workergen_runtime.config import build_config, dead_letter_queues, lane_queues
-from workergen_runtime.consumer import DeadLetterConsumer
-from workergen_runtime.deadletter import (
-    MAX_BODY_BYTES,
-    DeadLetter,
-    letter_from_message,
-    store_for,
-)
-from workergen_runtime.deadletter.amqp import AmqpDeadLetterStore
-from workergen_runtime.deadletter.redis import RedisDeadLetterStore
-from workergen_runtime.deadletter.sqs import SqsDeadLetterStore
-from workergen_runtime.deliveries import give_back_requeues
+from workergen_runtime.deadletter import MAX_BODY_BYTES, DeadLetter, letter_from_message, store_for
+from workergen_runtime.deadletter import routing as deadlettering
 from workergen_runtime.errors import ConfigurationError
-from workergen_runtime.policies import lane_policies
 from workergen_runtime.queues import dead_letter_queue, qualified_queue
 from workergen_runtime.settings import Settings
+from workergen_runtime.worker import consumer as consumer_module
+from workergen_runtime.worker import deliveries
+from workergen_runtime.worker.consumer import DeadLetterConsumer
+from workergen_runtime.worker.deliveries import give_back_requeues
 
 AMQP = "amqp://guest:guest@localhost:5672//"
 REDIS = "redis://localhost:6379/0"
@@ -411,7 +409,9 @@ def test_a_rabbitmq_worker_loads_no_redis_before_it_counts_a_redelivery() -> Non
     code = (
         "import sys\n"
         f"import {PACKAGE}\n"
-        "from workergen_runtime import cli, consumer, deadlettering, deliveries\n"
+        "from workergen_runtime.cli import main\n"
+        "from workergen_runtime.deadletter import routing\n"
+        "from workergen_runtime.worker import consumer, deliveries\n"
         "from workergen_runtime.celery_app import app\n"
         "from workergen_runtime.discovery import import_jobs\n"
         "import_jobs()\n"
@@ -444,7 +444,7 @@ def test_redis_lanes_have_no_broker_arguments_and_recover_with_the_project_trans
     settings = Settings(_env_file=None, broker_url=REDIS, queue_namespace="ventas")
     assert all(not q.queue_arguments for q in lane_queues(settings))
     config = build_config(settings)
-    assert config["broker_transport"] == "workergen_runtime.transports:RedisTransport"
+    assert config["broker_transport"] == "workergen_runtime.brokers.redis.transport:RedisTransport"
     options = config["broker_transport_options"]
     assert options["unacked_key"] == "ventas.unacked"
     assert options["holders_prefix"] == "ventas.holders"
@@ -454,7 +454,7 @@ def test_redis_lanes_have_no_broker_arguments_and_recover_with_the_project_trans
 def test_failures_are_neither_acknowledged_nor_requeued_by_celery() -> None:
     config = build_config(Settings(_env_file=None))
     assert config["task_acks_on_failure_or_timeout"] is False
-    assert config["worker_consumer"] == "workergen_runtime.consumer:DeadLetterConsumer"
+    assert config["worker_consumer"] == "workergen_runtime.worker.consumer:DeadLetterConsumer"
 
 
 def test_refused_pickle_content_is_kept_as_a_dead_letter_never_decoded(store: MemoryStore) -> None:
@@ -881,7 +881,7 @@ def test_a_sound_record_reads_back_whole() -> None:
 def test_dlq_show_and_list_escape_terminal_control_characters(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from workergen_runtime import dlq_cli
+    from workergen_runtime.cli import dlq as dlq_cli
 
     memory = MemoryStore()
     memory.letters.append(

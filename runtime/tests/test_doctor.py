@@ -1,7 +1,7 @@
 """`doctor`'s checks of the app's own configuration, without a broker."""
 
-from workergen_runtime import doctor
 from workergen_runtime.celery_app import app
+from workergen_runtime.ops import doctor
 from workergen_runtime.settings import Settings
 
 

@@ -11,8 +11,9 @@ from doubles import MemoryStore, consumer
 from kombu.exceptions import ContentDisallowed
 from pydantic import Field
 
-from workergen_runtime import Settings, deadlettering, job, job_dead_lettered
+from workergen_runtime import Settings, job, job_dead_lettered
 from workergen_runtime.celery_app import app as celery_app
+from workergen_runtime.deadletter import routing as deadlettering
 from workergen_runtime.queues import qualified_queue
 
 

@@ -11,8 +11,9 @@ import pytest
 from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER
 from fastapi.testclient import TestClient
 
-from workergen_runtime import doctor, project
-from workergen_runtime.http_api import HttpSettings, create_http_app, exposure_problem
+from workergen_runtime import project
+from workergen_runtime.ops import doctor
+from workergen_runtime.ops.http_api import HttpSettings, create_http_app, exposure_problem
 
 pytestmark = pytest.mark.skipif(
     not project.HTTP_API, reason="the sample project has no HTTP front door in this run"
@@ -134,7 +135,7 @@ def test_with_the_token_a_job_is_queued(tmp_path: Path) -> None:
     code = (
         "from fastapi.testclient import TestClient\n"
         f"import {PACKAGE}\n"
-        "from workergen_runtime.http_api import create_http_app\n"
+        "from workergen_runtime.ops.http_api import create_http_app\n"
         "api = TestClient(create_http_app())\n"
         "body = {'name': 'Ada'}\n"
         "anonymous = api.post('/jobs/hello', json=body)\n"
@@ -171,7 +172,7 @@ def test_broker_down_gives_503_with_retry_after_and_health_stays_up(tmp_path: Pa
     code = (
         "from fastapi.testclient import TestClient\n"
         f"import {PACKAGE}\n"
-        "from workergen_runtime.http_api import create_http_app\n"
+        "from workergen_runtime.ops.http_api import create_http_app\n"
         "api = TestClient(create_http_app())\n"
         "job = api.post('/jobs/hello', json={'name': 'x'})\n"
         "ready = api.get('/readyz')\n"

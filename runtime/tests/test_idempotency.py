@@ -1,11 +1,6 @@
 """Idempotent jobs: what a delivery does with a key it finds claimed, without a broker."""
 
-from workergen_runtime.idempotency import (
-    Claim,
-    Holder,
-    Verdict,
-    decide,
-)
+from workergen_runtime.idempotency import Claim, Holder, Verdict, decide
 
 ME = Holder("worker-1+4026531836", 100, "555")
 SIBLING = Holder("worker-1+4026531836", 101, "556")

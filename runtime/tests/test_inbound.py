@@ -7,8 +7,8 @@ import pickle
 import pytest
 from bound import PACKAGE
 
-from workergen_runtime import inbound
-from workergen_runtime.inbound import (
+from workergen_runtime.worker import inbound
+from workergen_runtime.worker.inbound import (
     MALFORMED_PROPERTY,
     envelope_problem,
     header_problem,

@@ -21,11 +21,12 @@ from hypothesis import strategies as st
 from kombu import Connection
 from kombu.message import Message
 
-from workergen_runtime import deadlettering, project
+from workergen_runtime import project
 from workergen_runtime.celery_app import app as celery_app
-from workergen_runtime.consumer import DeadLetterConsumer
+from workergen_runtime.deadletter import routing as deadlettering
 from workergen_runtime.discovery import import_jobs
 from workergen_runtime.queues import qualified_queue
+from workergen_runtime.worker.consumer import DeadLetterConsumer
 
 TASK = f"{PACKAGE}.hello"
 LANE_QUEUE = qualified_queue("default", project.DEFAULT_NAMESPACE)

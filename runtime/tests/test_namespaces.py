@@ -3,10 +3,10 @@
 from celery import Celery
 
 from workergen_runtime import project
+from workergen_runtime.brokers.amqp.policies import lane_policies
 from workergen_runtime.celery_app import create_app
 from workergen_runtime.config import dead_letter_queues
 from workergen_runtime.jobs import Job
-from workergen_runtime.policies import lane_policies
 from workergen_runtime.settings import Settings
 
 # kombu's in-process broker: every app of this process sees the same queues.

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER, only_on
 
-from workergen_runtime import metrics, monitor, project
+from workergen_runtime import project
+from workergen_runtime.ops import metrics, monitor
 
 
 def test_a_configured_metrics_folder_is_emptied_so_an_earlier_run_does_not_count(

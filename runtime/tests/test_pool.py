@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from workergen_runtime import pool as pool_module
 from workergen_runtime.celery_app import app
-from workergen_runtime.pool import Deadlines, QuietResultHandler, TaskPool, only_with_work
+from workergen_runtime.worker import pool as pool_module
+from workergen_runtime.worker.pool import Deadlines, QuietResultHandler, TaskPool, only_with_work
 
 
 @dataclass

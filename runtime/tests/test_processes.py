@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from workergen_runtime.processes import (
+from workergen_runtime.brokers.redis.recovery import Owner
+from workergen_runtime.worker.processes import (
     Holder,
     proc_stat,
     process_alive,
     process_gone,
     this_process,
 )
-from workergen_runtime.recovery import Owner
 
 linux_only = pytest.mark.skipif(not this_process().started, reason="start times come from /proc")
 

@@ -9,11 +9,11 @@ from bound import PACKAGE, only_on
 from typer.testing import CliRunner
 
 from workergen_runtime import project
-from workergen_runtime.cli import app
+from workergen_runtime.brokers.sqs.deadletters import moved_by_redrive
+from workergen_runtime.cli.main import app
 from workergen_runtime.config import build_config
-from workergen_runtime.deadletter.sqs import moved_by_redrive
 from workergen_runtime.errors import ConfigurationError
-from workergen_runtime.provision import plan_document
+from workergen_runtime.ops.provision import plan_document
 from workergen_runtime.queues import dead_letter_queue, qualified_queue, sqs_queue_name
 from workergen_runtime.settings import Settings
 
@@ -65,14 +65,14 @@ def test_an_sqs_name_longer_than_sqs_allows_is_refused_with_a_hint() -> None:
 def test_the_worker_and_producers_use_the_same_sqs_names_as_provision() -> None:
     from kombu.transport.SQS import CHARS_REPLACE_TABLE
 
-    from workergen_runtime.sqs_transport import Channel
+    from workergen_runtime.brokers.sqs.transport import Channel
 
     logical = qualified_queue("default", "advs1-eu")
     assert Channel.entity_name(None, logical) == sqs_queue_name(logical) == "advs1Heu-default"
     # The SQS name passes kombu's own spelling unchanged: a foreign producer may use it.
     assert sqs_queue_name(logical).translate(CHARS_REPLACE_TABLE) == sqs_queue_name(logical)
     config = build_config(Settings(_env_file=None, broker_url=SQS_URL))
-    assert config["broker_transport"] == "workergen_runtime.sqs_transport:Transport"
+    assert config["broker_transport"] == "workergen_runtime.brokers.sqs.transport:Transport"
 
 
 @sqs_only

@@ -7,12 +7,7 @@ import pytest
 
 from workergen_runtime import project, scaffold
 from workergen_runtime.naming import InvalidNameError, normalize_name
-from workergen_runtime.scaffold import (
-    MakeRequest,
-    ScaffoldError,
-    make,
-    python_literal,
-)
+from workergen_runtime.scaffold import MakeRequest, ScaffoldError, make, python_literal
 
 PACKAGE = project.PACKAGE
 
@@ -126,7 +121,7 @@ def test_make_cron_renders_the_schedule(root: Path) -> None:
     make(root, request, package=PACKAGE, lanes=("default",))
 
     source = (root / PACKAGE / "crons/purge_sessions.py").read_text()
-    assert "from workergen_runtime.schedules import daily" in source
+    assert "from workergen_runtime.scheduling.schedules import daily" in source
     assert 'schedule=daily(at="02:00"),' in source
     assert "without_overlapping=True," in source
 

@@ -6,11 +6,11 @@ import pytest
 from celery.schedules import crontab, crontab_parser
 
 from workergen_runtime import ConfigurationError, cron_task
-from workergen_runtime.crons import CronTask, overlap_lock_key
 from workergen_runtime.idempotency import derive_key
-from workergen_runtime.schedule_expr import InvalidScheduleError, parse_crontab
-from workergen_runtime.scheduler import is_due_now, next_run
-from workergen_runtime.schedules import (
+from workergen_runtime.scheduling.crons import CronTask, overlap_lock_key
+from workergen_runtime.scheduling.expressions import InvalidScheduleError, parse_crontab
+from workergen_runtime.scheduling.scheduler import is_due_now, next_run
+from workergen_runtime.scheduling.schedules import (
     cron,
     daily,
     describe,

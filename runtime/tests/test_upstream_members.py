@@ -26,13 +26,13 @@ from celery.worker.request import Request
 from kombu.transport import SQS, redis, virtual
 from kombu.utils.scheduling import cycle_by_name
 
-from workergen_runtime.consumer import LaneDelayedDelivery
-from workergen_runtime.deadlettering import DeadLetterRequest
+from workergen_runtime.brokers.redis.recovery import HolderChannel, HolderQoS
+from workergen_runtime.brokers.redis.transport import RedisChannel
+from workergen_runtime.brokers.sqs.transport import Channel as SqsChannel
+from workergen_runtime.deadletter.routing import DeadLetterRequest
 from workergen_runtime.log import TaskContextFilter
-from workergen_runtime.pool import DeadlinePool, Deadlines, QuietResultHandler
-from workergen_runtime.recovery import HolderChannel, HolderQoS
-from workergen_runtime.sqs_transport import Channel as SqsChannel
-from workergen_runtime.transports import RedisChannel
+from workergen_runtime.worker.consumer import LaneDelayedDelivery
+from workergen_runtime.worker.pool import DeadlinePool, Deadlines, QuietResultHandler
 
 # (library class, private method, its parameters, the runtime's class overriding it
 # or None where the runtime only calls it). Parameters: `name`, `name=` (has a

@@ -79,7 +79,7 @@ def lane_depth(project: Project, lane: str) -> int | None:
     """Messages waiting on a lane's queue, as the project's depth module reads them."""
     code = (
         f"import {project.package}\n"
-        "from workergen_runtime.depth import queue_depths\n"
+        "from workergen_runtime.ops.depth import queue_depths\n"
         "from workergen_runtime.settings import get_settings\n"
         "for d in queue_depths(get_settings()):\n"
         f"    if d.lane == {lane!r} and not d.dead_letter:\n"

@@ -1,6 +1,6 @@
 """`workergen make:job` and `workergen make:cron`, run anywhere inside a generated project.
 
-The commands, their options and the work are the worker runtime's (`workergen_runtime.make_cli`
+The commands, their options and the work are the worker runtime's (`workergen_runtime.cli.make`
 and `workergen_runtime.scaffold`), the same the project's own `python -m <package> make:job`
 runs: the help and the files written are the same.
 """
@@ -57,7 +57,8 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
             hint="Run `workergen update` in the project first (docs/updating.md), or run "
             f"`python -m {package} {spelling}` there.",
         )
-    from workergen_runtime import make_cli, scaffold
+    from workergen_runtime import scaffold
+    from workergen_runtime.cli import make as make_cli
     from workergen_runtime.errors import ProjectError
 
     # workergen holds the template: a new lane is rendered here, not by a second workergen.

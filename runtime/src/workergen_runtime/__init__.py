@@ -23,7 +23,7 @@ _EXPORTS = {
     "QueueUnavailableError": "errors",
     "Settings": "settings",
     "broker_guard": "dispatch",
-    "cron_task": "crons",
+    "cron_task": "scheduling.crons",
     "dead_letter_queue": "queues",
     "get_settings": "settings",
     "job": "jobs",
@@ -52,16 +52,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .crons import cron_task
-    from .deadletter import DeadLetter
-    from .dispatch import broker_guard
-    from .errors import ConfigurationError, ProjectError, QueueUnavailableError
-    from .flows import start_flow
-    from .jobs import Job, job
-    from .queues import dead_letter_queue, qualified_queue
-    from .retry import retry_policy
-    from .settings import Settings, get_settings
-    from .signals import job_dead_lettered
+    from workergen_runtime.deadletter import DeadLetter
+    from workergen_runtime.dispatch import broker_guard
+    from workergen_runtime.errors import ConfigurationError, ProjectError, QueueUnavailableError
+    from workergen_runtime.flows import start_flow
+    from workergen_runtime.jobs import Job, job
+    from workergen_runtime.queues import dead_letter_queue, qualified_queue
+    from workergen_runtime.retry import retry_policy
+    from workergen_runtime.scheduling.crons import cron_task
+    from workergen_runtime.settings import Settings, get_settings
+    from workergen_runtime.signals import job_dead_lettered
 
 
 def __getattr__(name: str) -> Any:

@@ -9,13 +9,13 @@ from typing import Any
 
 from celery import Celery, signals
 
-from . import project
-from .config import build_config
-from .discovery import job_modules
-from .log import configure_logging
-from .metrics import stamp_sent_at
-from .queues import qualified_queue
-from .settings import Settings, get_settings
+from workergen_runtime import project
+from workergen_runtime.config import build_config
+from workergen_runtime.discovery import job_modules
+from workergen_runtime.log import configure_logging
+from workergen_runtime.ops.metrics import stamp_sent_at
+from workergen_runtime.queues import qualified_queue
+from workergen_runtime.settings import Settings, get_settings
 
 
 class ProjectApp(Celery):

@@ -8,9 +8,9 @@ from urllib.parse import urlsplit
 
 from kombu import Exchange, Queue
 
-from . import project
-from .queues import DEFAULT_LANE, dead_letter_queue, qualified_queue
-from .settings import Settings
+from workergen_runtime import project
+from workergen_runtime.queues import DEFAULT_LANE, dead_letter_queue, qualified_queue
+from workergen_runtime.settings import Settings
 
 # Publishing gives up after about two seconds, so a dispatch to a dead broker
 # fails fast instead of hanging the caller.
@@ -133,9 +133,9 @@ def broker_transport(settings: Settings) -> str | None:
     """
     scheme = urlsplit(settings.effective_broker_url).scheme
     if scheme in ("redis", "rediss"):
-        return "workergen_runtime.transports:RedisTransport"
+        return "workergen_runtime.brokers.redis.transport:RedisTransport"
     if settings.broker_kind == "sqs":
-        return "workergen_runtime.sqs_transport:Transport"
+        return "workergen_runtime.brokers.sqs.transport:Transport"
     return None
 
 
@@ -165,11 +165,11 @@ def build_config(settings: Settings) -> dict[str, Any]:
         # A failure or a hard time limit is not acknowledged (which would drop the
         # job) nor requeued (which would loop): the worker dead-letters it.
         "task_acks_on_failure_or_timeout": False,
-        "worker_consumer": "workergen_runtime.consumer:DeadLetterConsumer",
+        "worker_consumer": "workergen_runtime.worker.consumer:DeadLetterConsumer",
         "worker_prefetch_multiplier": settings.worker_prefetch_multiplier,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         # The prefork pool with cheaper time limits (pool.py); --pool still picks another.
-        "worker_pool": "workergen_runtime.pool:TaskPool",
+        "worker_pool": "workergen_runtime.worker.pool:TaskPool",
         "task_soft_time_limit": settings.task_soft_time_limit,
         "task_time_limit": settings.task_time_limit,
         "worker_max_tasks_per_child": settings.worker_max_tasks_per_child,

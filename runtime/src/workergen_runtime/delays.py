@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .settings import Settings
+from workergen_runtime.settings import Settings
 
 
 def seconds_ahead(value: Any, now: datetime, timezone: str) -> float | None:

@@ -7,8 +7,8 @@ import pkgutil
 from pathlib import Path
 from types import ModuleType
 
-from . import project
-from .errors import ConfigurationError, JobImportError
+from workergen_runtime import project
+from workergen_runtime.errors import ConfigurationError, JobImportError
 
 DISCOVERED_PACKAGES = ("jobs", "crons")
 

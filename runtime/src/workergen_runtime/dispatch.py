@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 
 from kombu.exceptions import OperationalError
 
-from .errors import QueueUnavailableError
-from .settings import Settings, get_settings, mask_password
+from workergen_runtime.errors import QueueUnavailableError
+from workergen_runtime.settings import Settings, get_settings, mask_password
 
 BROKER_ERRORS: tuple[type[BaseException], ...] = (OperationalError, ConnectionError, socket.error)
 

@@ -15,9 +15,9 @@ from celery import chain, chord, group
 from celery.canvas import Signature, _chain, _chord
 from celery.result import AsyncResult
 
-from .dispatch import broker_guard
-from .errors import ProjectError
-from .settings import get_settings
+from workergen_runtime.dispatch import broker_guard
+from workergen_runtime.errors import ProjectError
+from workergen_runtime.settings import get_settings
 
 __all__ = ["chain", "chord", "group", "start_flow"]
 

@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import Retry
 
-from .inbound import Intake
-from .processes import Holder, process_alive, this_process
-from .queues import qualified_queue
-from .signals import duplicate_skipped
+from workergen_runtime.queues import qualified_queue
+from workergen_runtime.signals import duplicate_skipped
+from workergen_runtime.worker.inbound import Intake
+from workergen_runtime.worker.processes import Holder, process_alive, this_process
 
 if TYPE_CHECKING:
     import redis
@@ -171,7 +171,7 @@ def run_once(
     """Run `run()` unless this key's work is done or another delivery is working on it."""
     import redis
 
-    from .locks import delete_if_held, lock_client, replace_if_held
+    from workergen_runtime.locks import delete_if_held, lock_client, replace_if_held
 
     settings = task.app.settings
     request = task.request
@@ -222,7 +222,7 @@ def release_dead_lettered(celery_app: Any, message: Any, intake: Intake) -> None
     args, kwargs = intake.call
     import redis
 
-    from .locks import delete_if_held, lock_client
+    from workergen_runtime.locks import delete_if_held, lock_client
 
     settings = celery_app.settings
     key = job_key(
@@ -241,7 +241,7 @@ def release_dead_lettered(celery_app: Any, message: Any, intake: Intake) -> None
 
 def _claim(task: Any, client: redis.Redis, key: str, claim: str, ttl: int) -> bool:
     """Claim `key` for this delivery: True to run, False to skip; a deferral raises Retry."""
-    from .locks import replace_if_held
+    from workergen_runtime.locks import replace_if_held
 
     request = task.request
     for _ in range(CLAIM_ROUNDS):

@@ -13,14 +13,14 @@ from celery import Task
 from celery.exceptions import Retry
 from celery.result import AsyncResult
 
-from . import project
-from .celery_app import app
-from .deadletter import utcnow
-from .delays import seconds_ahead
-from .dispatch import broker_guard
-from .errors import DelayTooLongError, JobArgumentsError
-from .queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
-from .retry import retry_policy
+from workergen_runtime import project
+from workergen_runtime.celery_app import app
+from workergen_runtime.deadletter import utcnow
+from workergen_runtime.delays import seconds_ahead
+from workergen_runtime.dispatch import broker_guard
+from workergen_runtime.errors import DelayTooLongError, JobArgumentsError
+from workergen_runtime.queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
+from workergen_runtime.retry import retry_policy
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class Job(Task):
     lane: str = DEFAULT_LANE
     idempotent: bool = False
     # Failures, hard time limits and lost workers end in the dead-letter store.
-    Request = "workergen_runtime.deadlettering:DeadLetterRequest"
+    Request = "workergen_runtime.deadletter.routing:DeadLetterRequest"
 
     def retry(self, *args: Any, **options: Any) -> Any:
         """Retry, carrying the time of the first failure to the job's dead letter."""
@@ -165,7 +165,7 @@ class IdempotentJob(Job):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.request.called_directly:
             return super().__call__(*args, **kwargs)
-        from .idempotency import run_once
+        from workergen_runtime.idempotency import run_once
 
         parent = super()
         return run_once(self, args, kwargs, lambda: parent.__call__(*args, **kwargs))

@@ -12,7 +12,7 @@ import functools
 import redis
 from redis.lock import Lock
 
-from .settings import Settings
+from workergen_runtime.settings import Settings
 
 # Compare, then act, atomically: only a key that still holds ARGV[1] is changed.
 _REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) and 1 else return 0 end"  # noqa: E501

@@ -14,7 +14,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-from .errors import ConfigurationError
+from workergen_runtime.errors import ConfigurationError
 
 # The answers a project module holds (`<package>/project.py`, written by the template).
 ANSWERS = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from . import project
-from .errors import ConfigurationError, UnknownLaneError
-from .naming import DEFAULT_LANE as DEFAULT_LANE
+from workergen_runtime import project
+from workergen_runtime.errors import ConfigurationError, UnknownLaneError
+from workergen_runtime.naming import DEFAULT_LANE as DEFAULT_LANE
 
 DEAD_LETTER_SUFFIX = "dlq"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .settings import Settings, get_settings
+from workergen_runtime.settings import Settings, get_settings
 
 
 def retry_policy(

@@ -32,9 +32,13 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from .errors import ProjectError
-from .naming import GeneratedName, InvalidNameError, lane_problem, normalize_name
-from .schedule_expr import InvalidScheduleError, ScheduleSpec, parse_schedule
+from workergen_runtime.errors import ProjectError
+from workergen_runtime.naming import GeneratedName, InvalidNameError, lane_problem, normalize_name
+from workergen_runtime.scheduling.expressions import (
+    InvalidScheduleError,
+    ScheduleSpec,
+    parse_schedule,
+)
 
 ANSWERS_FILE = ".copier-answers.yml"
 ANSWERS_HEADER = "# Changes here will be overwritten by Copier; NEVER EDIT MANUALLY\n"
@@ -510,7 +514,7 @@ def make_in_project(request: MakeRequest, start: Path | None = None) -> list[str
     this process serves; run by `workergen make:job`, it is the one the folder holds.
     """
     root = find_project_root(start or Path.cwd())
-    from . import project
+    from workergen_runtime import project
 
     package = read_answer(root, "package_name")
     if not project.bound():

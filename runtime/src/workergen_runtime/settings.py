@@ -13,8 +13,8 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from . import naming, project
-from .errors import ConfigurationError
+from workergen_runtime import naming, project
+from workergen_runtime.errors import ConfigurationError
 
 LOCAL_REDIS = "redis://localhost:6379/0"
 DEFAULT_BROKER_URLS = {

@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..bodies import MAX_BODY_BYTES as BODY_BOUND
-from ..bodies import BodyError, body_digest, decode_bounded
-from ..errors import ProjectError
+from workergen_runtime.errors import ProjectError
+from workergen_runtime.worker.bodies import MAX_BODY_BYTES as BODY_BOUND
+from workergen_runtime.worker.bodies import BodyError, body_digest, decode_bounded
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from workergen_runtime.settings import Settings
 
 # Why a job became a dead letter.
 FAILED = "failed"  # raised an error that is not retried, or ran out of retries
@@ -146,7 +146,7 @@ class DeadLetter:
 
     def problem(self) -> str | None:
         """What makes this record unreadable (tampered or from elsewhere), or None."""
-        from .. import project
+        from workergen_runtime import project
 
         text_fields = ("id", "reason", "body", "body_encoding")
         for name in text_fields:
@@ -360,7 +360,7 @@ def _json_safe(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError, RecursionError):
-        from ..inbound import preview
+        from workergen_runtime.worker.inbound import preview
 
         return {"unreadable_headers": preview(value, MAX_HEADER_VALUE_CHARS)}
 
@@ -459,19 +459,19 @@ class DeadLetterStore(ABC):
 
 def store_for(settings: Settings) -> DeadLetterStore:
     """The dead-letter store of the configured broker."""
-    from ..errors import ConfigurationError
+    from workergen_runtime.errors import ConfigurationError
 
     kind = settings.broker_kind
     if kind == "redis":
-        from .redis import RedisDeadLetterStore
+        from workergen_runtime.brokers.redis.deadletters import RedisDeadLetterStore
 
         return RedisDeadLetterStore(settings)
     if kind == "amqp":
-        from .amqp import AmqpDeadLetterStore
+        from workergen_runtime.brokers.amqp.deadletters import AmqpDeadLetterStore
 
         return AmqpDeadLetterStore(settings)
     if kind == "sqs":
-        from .sqs import SqsDeadLetterStore
+        from workergen_runtime.brokers.sqs.deadletters import SqsDeadLetterStore
 
         return SqsDeadLetterStore(settings)
     raise ConfigurationError(
@@ -481,8 +481,8 @@ def store_for(settings: Settings) -> DeadLetterStore:
 
 def lanes_of(lane: str | None) -> Iterable[str]:
     """The lane asked for (checked), or every lane of the project."""
-    from .. import project
-    from ..queues import check_lane
+    from workergen_runtime import project
+    from workergen_runtime.queues import check_lane
 
     return [check_lane(lane)] if lane else list(project.LANES)
 
@@ -506,9 +506,9 @@ def send_again(letter: DeadLetter, settings: Settings) -> str:
     """
     import uuid
 
-    from ..celery_app import app
-    from ..dispatch import broker_guard
-    from ..queues import DEFAULT_LANE, qualified_queue
+    from workergen_runtime.celery_app import app
+    from workergen_runtime.dispatch import broker_guard
+    from workergen_runtime.queues import DEFAULT_LANE, qualified_queue
 
     if not letter.replayable:
         raise NotReplayableError(letter_id=letter.id)

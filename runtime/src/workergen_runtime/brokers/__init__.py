@@ -1,0 +1,1 @@
+"""The broker-specific parts of the runtime: one subpackage per broker."""

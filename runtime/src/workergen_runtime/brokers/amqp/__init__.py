@@ -1,0 +1,1 @@
+"""RabbitMQ: lane policies (dead-lettering by policy), and the dead-letter store."""

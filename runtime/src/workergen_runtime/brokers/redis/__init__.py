@@ -1,0 +1,1 @@
+"""Redis: the transport with holder recovery, and the dead-letter store."""

@@ -1,0 +1,1 @@
+"""Amazon SQS: the transport that quarantines unreadable envelopes, and the dead-letter store."""

@@ -1,0 +1,1 @@
+"""Operations: doctor, monitor, metrics, queue depths, provisioning and the HTTP front door."""

@@ -1,0 +1,1 @@
+"""Crons, their schedules, and the scheduler that fires them under a leader lock."""

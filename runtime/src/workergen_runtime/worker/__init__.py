@@ -1,0 +1,1 @@
+"""The worker: its intake of messages, deliveries, pool and start-up."""
