@@ -62,8 +62,13 @@ def charge(project: Project, code: str) -> None:
 
 
 def started_pid(folder: Path, token: str) -> int:
-    [started] = wait_for(lambda: list(folder.glob(f"{token}.started.*")), 30, f"{token} to start")
-    return int(started.read_text())
+    # The job creates the file, then writes its pid: wait for the pid, not only the file.
+    [pid] = wait_for(
+        lambda: [p.read_text() for p in folder.glob(f"{token}.started.*") if p.read_text()],
+        30,
+        f"{token} to start",
+    )
+    return int(pid)
 
 
 def completes_once_after_a_takeover(folder: Path, worker: Worker) -> None:
