@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from bound import PACKAGE
+from doubles import MemoryStore
 from hostile_table import DEEP, WRONG_BODIES, WRONG_HEADERS, nested_list
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -48,23 +49,10 @@ class Channel:
         self.settled.append("requeue" if requeue else "reject")
 
 
-class Store:
-    """A dead-letter store in memory; `broken` makes it fail as a store that is down."""
-
-    def __init__(self) -> None:
-        self.letters: list[Any] = []
-        self.broken = False
-
-    def record(self, letter: Any) -> None:
-        if self.broken:
-            raise ConnectionError("the dead-letter store is down")
-        self.letters.append(letter)
-
-
 class Intake:
     """The worker's consumer, taking one message at a time: what ran, what was dead-lettered."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         self.store = store
         self.ran: list[Any] = []
         self.scheduled: list[Any] = []
@@ -136,8 +124,8 @@ def jobs() -> None:
 
 
 @pytest.fixture
-def store(monkeypatch: pytest.MonkeyPatch) -> Store:
-    memory = Store()
+def store(monkeypatch: pytest.MonkeyPatch) -> MemoryStore:
+    memory = MemoryStore()
     monkeypatch.setattr(deadlettering, "dead_letter_store", lambda _app: memory)
     monkeypatch.setattr(deadlettering, "RECORD_BACKOFF", 0)
     no_grace = celery_app.settings.model_copy(update={"unknown_task_grace": 0})
@@ -146,7 +134,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Store:
 
 
 @pytest.fixture
-def intake(jobs: None, store: Store) -> Intake:
+def intake(jobs: None, store: MemoryStore) -> Intake:
     return Intake(store)
 
 
@@ -218,7 +206,9 @@ def test_a_flow_the_project_sends_passes_the_intake(
     assert outcome == "run", request
 
 
-def test_the_worker_lives_when_the_dead_letter_store_fails(intake: Intake, store: Store) -> None:
+def test_the_worker_lives_when_the_dead_letter_store_fails(
+    intake: Intake, store: MemoryStore
+) -> None:
     store.broken = True
     channel_outcomes = []
     for headers in (sound_headers(task=["a"]), sound_headers(task={"x": 1})):
