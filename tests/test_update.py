@@ -366,9 +366,13 @@ def test_it_sends_the_invoice() -> None:
     assert get_settings().queue_namespace
 """,
 }
+# A cron from make:cron, where the project has it: it imports core's schedules module,
+# which the runtime keeps in its scheduling subpackage.
+CRON = ("billing/crons/nightly.py", "tests/crons/test_nightly.py")
 # Where the runtime's modules are now: what the user's files must import after the update.
 RUNTIME_NAMES = (
     ("from ..core import", "from workergen_runtime import"),
+    ("billing.core.schedules", "workergen_runtime.scheduling.schedules"),
     ("billing.core", "workergen_runtime"),
 )
 
@@ -377,8 +381,8 @@ def old_project(tmp_path: Path, clone: Path, ref: str) -> tuple[Path, dict[str, 
     """A project of template `ref`, with billing/core/, and the user's work, committed.
 
     The user's work: a job and its test (from `python -m billing make:job` where the
-    project has it), an edited README and a .env. Returns the project and the user's
-    files (relative path -> text).
+    project has it, with a cron from make:cron), an edited README and a .env. Returns
+    the project and the user's files (relative path -> text).
     """
     project = tmp_path / "billing"
     result = new_from(clone, project, ref)
@@ -386,14 +390,19 @@ def old_project(tmp_path: Path, clone: Path, ref: str) -> tuple[Path, dict[str, 
     assert (project / "billing" / "core" / "jobs.py").is_file()
     git(project, "init", "-q")
     commit_all(project, "Generated project")
-    if (project / "billing" / "core" / "make_cli.py").is_file():
-        done = subprocess.run(
-            [sys.executable, "-m", "billing", "make:job", "SendInvoice"],
-            cwd=project,
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+    made = (project / "billing" / "core" / "make_cli.py").is_file()
+    if made:
+        for command in (
+            ["make:job", "SendInvoice"],
+            ["make:cron", "Nightly", "--schedule", "0 2 * * *"],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "billing", *command],
+                cwd=project,
+                capture_output=True,
+                text=True,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
     else:
         for relative, text in HAND_WRITTEN_JOB.items():
             (project / relative).write_text(text)
@@ -401,7 +410,7 @@ def old_project(tmp_path: Path, clone: Path, ref: str) -> tuple[Path, dict[str, 
     readme.write_text(readme.read_text() + "\n## Our notes\n\nInvoices go out at night.\n")
     (project / ".env").write_text("QUEUE_NAMESPACE=ventas\n")
     commit_all(project, "Our work")
-    ours = ["billing/jobs/hello.py", *HAND_WRITTEN_JOB, ".env"]
+    ours = ["billing/jobs/hello.py", *HAND_WRITTEN_JOB, *(CRON if made else ()), ".env"]
     return project, {relative: (project / relative).read_text() for relative in ours}
 
 
@@ -631,3 +640,25 @@ def test_old_core_imports_become_the_runtime_modules_that_hold_them_now() -> Non
         "from billing.project import LANES\n"
         "from workergen_runtime.errors import ProjectError\n"
     )
+
+
+def test_every_module_of_the_old_core_has_a_home_in_the_runtime() -> None:
+    import importlib.util
+
+    from workergen.core_migration import TEMPLATE_CORE, rewrite_source
+
+    listed = git(REPO_ROOT, "ls-tree", "-r", "--name-only", BEFORE_THE_LIBRARY, "--", TEMPLATE_CORE)
+    modules = {"http_api", "http_cli"}  # rendered only with the HTTP front door
+    for path in listed.splitlines():
+        if path.endswith(".py"):
+            dotted = path.removeprefix(f"{TEMPLATE_CORE}/").removesuffix(".py").replace("/", ".")
+            modules.add(dotted.removesuffix("__init__").rstrip("."))
+    assert {"schedules", "deadletter.redis", "worker"} <= modules
+    for module in sorted(modules):
+        old = f"billing.core.{module}" if module else "billing.core"
+        new = rewrite_source(old, "billing")
+        spec = importlib.util.find_spec(new)
+        assert spec is not None, (old, new)
+        # A module of the old core is a module of the runtime, not a subpackage's folder.
+        was_a_package = module in ("", "deadletter")
+        assert (spec.submodule_search_locations is not None) == was_a_package, (old, new)
