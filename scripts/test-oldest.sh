@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The tests that drive the Celery and kombu internals the generated core
-# subclasses (the render matrix, the workers and the scheduler on Redis and
-# RabbitMQ), in a second environment holding the oldest releases the projects
-# allow (constraints/oldest.txt). CI runs it after the whole suite; extra
-# arguments go to pytest (e.g. -k redis). Expects the brokers scripts/test.sh
-# starts.
+# The tests that drive the Celery and kombu internals the worker runtime
+# subclasses (the runtime's own tests for every broker, the render matrix, the
+# workers and the scheduler on Redis and RabbitMQ), in a second environment
+# holding the oldest releases the projects allow (constraints/oldest.txt). CI
+# runs it after the whole suite; extra arguments go to pytest (e.g. -k redis).
+# Expects the brokers scripts/test.sh starts.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export WORKERGEN_VENV="${WORKERGEN_VENV:-$ROOT/.venv}-oldest"
 export WORKERGEN_CONSTRAINTS="$ROOT/constraints/oldest.txt"

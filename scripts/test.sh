@@ -34,7 +34,7 @@ if [ "${CI:-}" != "true" ] || [ $# -gt 0 ]; then
   exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
 fi
 # CI: the whole suite against the newest releases the projects allow, then the
-# tests of the Celery and kombu internals the core subclasses against the oldest.
+# tests of the Celery and kombu internals the runtime subclasses against the oldest.
 status=0
 "$PY" -m pytest -n 2 --dist loadgroup || status=$?
 bash "$ROOT/scripts/test-oldest.sh" || status=$?

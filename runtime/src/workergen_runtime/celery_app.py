@@ -21,7 +21,7 @@ from workergen_runtime.settings import Settings, get_settings
 class ProjectApp(Celery):
     """A Celery app that keeps the Settings it was built from.
 
-    Everything the core names or decides for a job (its queue, dead-letter queue,
+    Everything the runtime names or decides for a job (its queue, dead-letter queue,
     locks, idempotency keys, delivery counters) reads them here, from the job's
     own app, so two apps in one process never mix their namespaces.
     """

@@ -132,7 +132,7 @@ class Settings(BaseSettings):
 
     @classmethod
     def for_broker(cls, broker: str) -> type[Settings]:
-        """The settings of this core in a project generated for `broker` (tests of the core)."""
+        """The settings of a project generated for `broker` (tests of the runtime)."""
         if broker == cls.broker:
             return cls
         if broker not in _SETTINGS_FOR_BROKER:
