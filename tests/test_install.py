@@ -26,6 +26,7 @@ from support.releases import (
     build_dists,
     clone_repository,
     commit_all,
+    dist_wheels,
     git,
     holds_the_template_of,
     installed_version,
@@ -200,10 +201,16 @@ def test_new_wheels_update_a_project_made_with_older_ones_offline(tmp_path: Path
     ours = user_work(wheel_venv, project)
 
     tag = f"v{next_version(clone)}"
-    make_release(clone, tag[1:], *TEMPLATE_FIXES)
+    # The release builds both distributions into the clone's dist/, as a maintainer's does.
+    make_release(clone, tag[1:], *TEMPLATE_FIXES, build=True)
     dist = tmp_path / "dist-2"
-    wheels = build_dists(clone, dist)
+    shutil.move(clone / "dist", dist)
+    wheels = dist_wheels(dist)
     assert [Version(wheel.name.split("-")[1]) for wheel in wheels] == [Version(tag[1:])] * 2
+    assert sorted(path.name for path in dist.glob("*.tar.gz")) == [
+        f"workergen-{tag[1:]}.tar.gz",
+        f"workergen_runtime-{tag[1:]}.tar.gz",
+    ]
     shutil.rmtree(clone)  # no checkout to fall back on: the wheels carry what they need
     pip_install(wheel_venv, "--find-links", str(dist), "--upgrade", "workergen", deps=True)
     # workergen pins the runtime of its own release, found in the same folder.

@@ -13,6 +13,7 @@ from support.releases import (
     clone_repository,
     commit_all,
     git,
+    git_env,
     holds_the_template_of,
     make_release,
     release_versions,
@@ -171,3 +172,25 @@ def test_a_release_sets_every_version_together_and_records_the_template_it_ships
     # template file, so a wheel built at either ships the released template.
     assert release.commit != git(clone, "rev-parse", "HEAD").strip()
     assert holds_the_template_of(clone, release.commit)
+
+
+def test_a_release_that_cannot_build_refuses_before_it_commits(tmp_path: Path):
+    clone = clone_repository(tmp_path / "workergen")
+    head = git(clone, "rev-parse", "HEAD")
+    bare = tmp_path / "bare"  # a Python without the `build` module
+    subprocess.run(["python3", "-m", "venv", "--without-pip", str(bare)], check=True)
+
+    done = subprocess.run(
+        ["bash", "scripts/release.sh", "9.9.9"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        env={**git_env(), "PYTHON": str(bare / "bin" / "python")},
+    )
+
+    assert done.returncode != 0
+    assert "has no 'build' module" in done.stderr
+    assert "pip install build" in done.stderr
+    assert "Or release with --no-build." in done.stderr
+    assert git(clone, "rev-parse", "HEAD") == head
+    assert git(clone, "status", "--porcelain") == ""

@@ -119,19 +119,25 @@ def clone_repository(destination: Path) -> Path:
     return destination
 
 
-def make_release(clone: Path, version: str, *edits: Edit) -> subprocess.CompletedProcess[str]:
-    """Commit template edits in `clone`, then release them with the documented command."""
+def make_release(
+    clone: Path, version: str, *edits: Edit, build: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Commit template edits in `clone`, then release them with the documented command.
+
+    With `build`, the release also builds both distributions into the clone's
+    dist/, offline (the build backends of this environment); else `--no-build`.
+    """
     for relative, edit in edits:
         path = clone / "template" / relative
         path.write_text(edit(path.read_text()))
     if edits:
         commit_all(clone, "Template: fixes")
     done = subprocess.run(
-        ["bash", "scripts/release.sh", version],
+        ["bash", "scripts/release.sh", version, "--no-isolation" if build else "--no-build"],
         cwd=clone,
         capture_output=True,
         text=True,
-        env=git_env(),
+        env={**git_env(), "PYTHON": sys.executable},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     # The release is the packages' version too (the wheels built from it say so),
@@ -203,21 +209,24 @@ def pip_install(venv: Path, *args: str, deps: bool = False) -> None:
 
 
 def build_dists(clone: Path, out: Path) -> tuple[Path, Path]:
-    """Build both distributions of `clone` into `out`, as docs/releasing.md says.
+    """Build both distributions of `clone` into `out` with scripts/build.sh, offline.
 
-    `python -m build` in the clone (workergen's sdist, then its wheel from it) and
-    `python -m build runtime --outdir dist` (workergen-runtime's). Returns the
-    two wheels: workergen's and the runtime's.
+    Returns the two wheels: workergen's and the runtime's.
     """
     shutil.rmtree(out, ignore_errors=True)
-    for source in (clone, clone / "runtime"):
-        done = subprocess.run(
-            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
-            capture_output=True,
-            text=True,
-            env=git_env(),
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run(
+        ["bash", "scripts/build.sh", "--outdir", str(out), "--no-isolation"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        env={**git_env(), "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dist_wheels(out)
+
+
+def dist_wheels(out: Path) -> tuple[Path, Path]:
+    """The wheels of workergen and of workergen-runtime in `out`, one of each."""
     (generator,) = out.glob("workergen-*.whl")
     (runtime,) = out.glob("workergen_runtime-*.whl")
     return generator, runtime
