@@ -11,7 +11,8 @@ that buy nothing when every file is new: compiling the same Jinja source again
 for each part of each path (hundreds per project, most of them plain names,
 which render as themselves without compiling); building the render context
 anew for each of them once the answers are final; asking git whether a
-template directory is a git bundle (a directory never is); and asking git, once
+template directory is a git bundle (a directory never is), and whether a
+directory without `.git` is the top of a repository; and asking git, once
 per file written, whether the file's index entry needs its executable bit fixed
 (a fresh render's files are in no index). What it compiles is kept on disk, in
 the user's cache directory, for the next render; a wheel ships the template
@@ -21,6 +22,7 @@ are the same.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -29,6 +31,9 @@ from typing import Any
 
 from workergen.errors import WorkergenError
 from workergen.jinja_cache import reuse_compiled
+
+GIT_LOCATION_VARIABLES = frozenset({"GIT_DIR", "GIT_WORK_TREE"})
+"""Variables that put a repository's work tree where git would not find it by `.git`."""
 
 
 class CopierFailedError(WorkergenError):
@@ -130,6 +135,11 @@ def _make_fresh_render_class() -> type:
             path = Path(self.url)
             if not (path.is_absolute() and path.is_dir()):
                 return super().vcs  # type: ignore[no-any-return]
+            if not (path / ".git").exists() and not GIT_LOCATION_VARIABLES & os.environ.keys():
+                # The top of a work tree holds `.git`, unless the environment names the
+                # repository or the tree elsewhere: no git process to ask (the installed
+                # template, a checkout's snapshot).
+                return None
             return "git" if is_git_available() and is_git_repo_root(path) else None
 
     class FreshRender(Worker):  # type: ignore[misc]
