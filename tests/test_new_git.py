@@ -18,14 +18,9 @@ def a_template(path: Path) -> Path:
 
 
 def git_logged(tmp_path: Path) -> tuple[dict[str, str], Path]:
-    """An environment whose `git` logs its arguments, and the log."""
-    calls = tmp_path / "git-calls"
-    wrapper = tmp_path / "bin" / "git"
-    wrapper.parent.mkdir()
-    real_git = subprocess.run(["which", "git"], capture_output=True, text=True).stdout.strip()
-    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real_git} "$@"\n')
-    wrapper.chmod(0o755)
-    return {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}, calls
+    """An environment in which every git process writes a trace to a file, and the file."""
+    calls = tmp_path / "git-trace"
+    return {**os.environ, "GIT_TRACE": str(calls)}, calls
 
 
 def test_a_directory_without_git_renders_without_a_git_process(tmp_path: Path):
