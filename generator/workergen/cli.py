@@ -13,6 +13,7 @@ import typer
 
 from workergen import __version__
 from workergen.boundary import WorkergenGroup
+from workergen.commands.add import add
 from workergen.commands.check import check
 from workergen.commands.diff import diff
 from workergen.commands.make import FORWARDED, make_cron, make_job, render_answers
@@ -51,6 +52,7 @@ def workergen(
 
 
 app.command("new")(new)
+app.command("add")(add)
 app.command("update")(update)
 app.command("check")(check)
 app.command("diff")(diff)

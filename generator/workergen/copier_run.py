@@ -77,8 +77,10 @@ def copy_template(
         worker.run_copy()
 
 
-def update_project(root: Path, *, vcs_ref: str) -> None:
+def update_project(root: Path, *, vcs_ref: str, answers_file: str | None = None) -> None:
     """Update the project at `root` to `vcs_ref` of the template its answers file names.
+
+    `answers_file` names another answers file than the template's (`workergen add`'s).
 
     Recorded answers are kept, new questions take their defaults, and
     conflicts are left inline (`<<<<<<< before updating`).
@@ -87,6 +89,7 @@ def update_project(root: Path, *, vcs_ref: str) -> None:
         copier.run_update(
             root,
             vcs_ref=vcs_ref,
+            answers_file=answers_file,
             settings=copier.Settings(),
             overwrite=True,
             skip_answered=True,

@@ -13,7 +13,7 @@ from workergen.errors import (
     NotAProjectError,
     NoTemplateVersionError,
 )
-from workergen.provenance import ANSWERS_FILE, Provenance, read_answers
+from workergen.provenance import ADDED_ANSWERS_FILE, ANSWERS_FILE, Provenance, read_answers
 
 CONFLICT_MARKERS = (b"<<<<<<< ", b">>>>>>> ")
 """Lines git leaves where it could not merge (copier's inline conflict mode)."""
@@ -21,20 +21,22 @@ CONFLICT_MARKERS = (b"<<<<<<< ", b">>>>>>> ")
 
 @dataclass(frozen=True)
 class GeneratedProject:
-    """The project's root (the directory holding .copier-answers.yml) and its answers."""
+    """The project's root (the directory holding its answers file) and its answers."""
 
     root: Path
     answers: dict[str, Any]
+    answers_file: str = ANSWERS_FILE
+    """`.copier-answers.yml`, or `.copier-answers.workergen.yml` where `workergen add` ran."""
 
     @property
     def provenance(self) -> Provenance:
         """The template address and version the project was last rendered from."""
         src_path = self.answers.get("_src_path")
         if not src_path:
-            raise NoTemplateVersionError(path=self.root / ANSWERS_FILE, missing="_src_path")
+            raise NoTemplateVersionError(path=self.root / self.answers_file, missing="_src_path")
         commit = self.answers.get("_commit")
         if not commit:
-            raise NoTemplateVersionError(path=self.root / ANSWERS_FILE, missing="_commit")
+            raise NoTemplateVersionError(path=self.root / self.answers_file, missing="_commit")
         return Provenance(src_path=str(src_path), commit=str(commit))
 
     @property
@@ -44,11 +46,16 @@ class GeneratedProject:
 
 
 def find_project(start: Path) -> GeneratedProject:
-    """The generated project holding `start` (itself or the nearest parent)."""
+    """The generated project holding `start` (itself or the nearest parent).
+
+    A project workers were added to (`workergen add`) counts too, by its own answers file.
+    """
     start = start.resolve()
     for directory in (start, *start.parents):
-        if (directory / ANSWERS_FILE).is_file():
-            return GeneratedProject(root=directory, answers=read_answers(directory))
+        for name in (ANSWERS_FILE, ADDED_ANSWERS_FILE):
+            if (directory / name).is_file():
+                answers = read_answers(directory, name)
+                return GeneratedProject(root=directory, answers=answers, answers_file=name)
     raise NotAProjectError(start=start, answers_file=ANSWERS_FILE)
 
 

@@ -21,6 +21,8 @@ from workergen.errors import AnswersFileError
 from workergen.template_source import TemplateSource
 
 ANSWERS_FILE = ".copier-answers.yml"
+ADDED_ANSWERS_FILE = ".copier-answers.workergen.yml"
+"""The answers file of workers added to an existing project (`workergen add`)."""
 TEMPLATE_URL_ENV = "WORKERGEN_TEMPLATE_URL"
 DEFAULT_TEMPLATE_URL = "https://github.com/workergen/workergen.git"
 """The template repository's public address."""
@@ -46,11 +48,11 @@ def shipped_provenance(source: TemplateSource) -> Provenance:
     return Provenance(src_path=template_url(), commit=source.describe())
 
 
-def read_answers(project: Path) -> dict[str, Any]:
-    """The project's recorded answers, `_src_path` and `_commit` included."""
+def read_answers(project: Path, name: str = ANSWERS_FILE) -> dict[str, Any]:
+    """The recorded answers in the answers file `name`, `_src_path` and `_commit` included."""
     import yaml
 
-    path = project / ANSWERS_FILE
+    path = project / name
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:
@@ -60,22 +62,22 @@ def read_answers(project: Path) -> dict[str, Any]:
     return data
 
 
-def record_provenance(project: Path, provenance: Provenance) -> None:
-    """Rewrite the answers file so it names `provenance` as the template it came from.
+def record_provenance(project: Path, provenance: Provenance, name: str = ANSWERS_FILE) -> None:
+    """Rewrite the answers file `name` so it names `provenance` as the template it came from.
 
     A provenance without `commit` keeps the version copier recorded.
     """
-    answers = read_answers(project)
+    answers = read_answers(project, name)
     answers["_src_path"] = provenance.src_path
     if provenance.commit is not None:
         answers["_commit"] = provenance.commit
-    write_answers(project, answers)
+    write_answers(project, answers, name)
 
 
-def write_answers(project: Path, answers: Mapping[str, Any]) -> None:
+def write_answers(project: Path, answers: Mapping[str, Any], name: str = ANSWERS_FILE) -> None:
     """Write the answers file exactly as copier writes it, so updates show no churn."""
     import yaml
 
     # The same dump as copier's `to_nice_yaml` filter in the template's answers file.
     body = yaml.dump(dict(answers), indent=4, allow_unicode=True, default_flow_style=False)
-    (project / ANSWERS_FILE).write_text(_ANSWERS_HEADER + body, encoding="utf-8")
+    (project / name).write_text(_ANSWERS_HEADER + body, encoding="utf-8")

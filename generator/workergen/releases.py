@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
 RELEASES_FILE = "RELEASES"
-TEMPLATE_PATHS = ("copier.yml", "template")
-"""What a template version is made of; any other file may change between releases."""
+TEMPLATE_PATHS = ("copier.yml", "template", "template_add")
+"""What a template version is made of (template_add/: what `workergen add` writes); any other
+file may change between releases."""
 
 # `git describe --long` output: <tag>-<count>-g<hash>.
 _DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<count>\d+)-g(?P<hash>[0-9a-f]{4,40})$")

@@ -166,17 +166,17 @@ def _update_clone(
     root = clone / subdir
     # Copier reads both template versions from the answers file: point it at
     # the history, at the commit the project was rendered from.
-    answers = read_answers(root)
+    answers = read_answers(root, project.answers_file)
     answers["_src_path"] = str(history.path)
     answers["_commit"] = base.commit
-    write_answers(root, answers)
+    write_answers(root, answers, project.answers_file)
     git(clone, *_SCRATCH_GIT, "commit", "--quiet", "--no-verify", "--all", "-m", "base")
 
     package = str(project.answers.get("package_name", ""))
     user_files = _tracked_user_files(root, package)
     folders = _folders(root)
     try:
-        update_project(root, vcs_ref=target.commit)
+        update_project(root, vcs_ref=target.commit, answers_file=project.answers_file)
     except CopierFailedError as error:
         raise UpdateFailedError(project=project.root, reason=error.reason) from None
     kept = _restore_removed(root, user_files)
@@ -190,7 +190,8 @@ def _update_clone(
             rewritten=rewritten,
             mentions=core_migration.mentions(root, package, skip=rewritten),
         )
-    record_provenance(root, Provenance(str(project.provenance.src_path), commit=target.name))
+    provenance = Provenance(str(project.provenance.src_path), commit=target.name)
+    record_provenance(root, provenance, project.answers_file)
 
     unresolved = unresolved_files(root)
     git(clone, "add", "--all")
