@@ -34,6 +34,9 @@ from workergen_runtime.celery_app import app
 from workergen_runtime.ops.http_api import HttpSettings
 from workergen_runtime.settings import Settings, get_settings
 
+# django/ runs on its own, with its pytest.ini and Django sample: tests/test_runtime_django.py.
+collect_ignore = ["django"]
+
 # The variables the settings are read from; pydantic-settings reads them in any case.
 SETTING_VARIABLES = frozenset(
     (settings.model_config.get("env_prefix") or "").lower() + name

@@ -38,11 +38,24 @@ def _walk(paths: list[str], prefix: str, found: list[str]) -> None:
             _walk([str(folder)], f"{info.name}.", found)
 
 
+def discovered_packages() -> list[str]:
+    """The packages whose modules define jobs and crons.
+
+    A generated project's `jobs` and `crons`; in a Django project, those of its
+    installed apps (workergen_runtime.django.discovery).
+    """
+    if project.FRAMEWORK == "django":
+        from workergen_runtime.django.discovery import django_packages
+
+        return django_packages(DISCOVERED_PACKAGES)
+    return [f"{project.PACKAGE}.{sub}" for sub in DISCOVERED_PACKAGES]
+
+
 def job_modules() -> list[str]:
-    """Every module below the project's `jobs` and `crons` packages, sorted."""
+    """Every module below the discovered `jobs` and `crons` packages, sorted."""
     found: list[str] = []
-    for sub in DISCOVERED_PACKAGES:
-        package = _import(f"{project.PACKAGE}.{sub}")
+    for name in discovered_packages():
+        package = _import(name)
         _walk(list(package.__path__), f"{package.__name__}.", found)
     return sorted(found)
 

@@ -6,10 +6,12 @@ import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 from kombu.exceptions import OperationalError
 
+from workergen_runtime import project
 from workergen_runtime.errors import QueueUnavailableError
 from workergen_runtime.settings import Settings, get_settings, mask_password
 
@@ -63,3 +65,19 @@ def backend_unavailable(backend: str, cause: BaseException) -> QueueUnavailableE
         service="result backend",
         setting="RESULT_BACKEND_URL",
     )
+
+
+def send(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]) -> Any:
+    """Put `task`'s message on the broker, through broker_guard; returns its AsyncResult.
+
+    In a Django project, inside `transaction.atomic()` it is sent once the
+    transaction commits, and never if it rolls back (workergen_runtime.django.transactions).
+    """
+    if project.FRAMEWORK == "django":
+        from workergen_runtime.django.transactions import send_on_commit
+
+        deferred = send_on_commit(task, args, kwargs, options)
+        if deferred is not None:
+            return deferred
+    with broker_guard(task.app.settings):
+        return task.apply_async(args=args, kwargs=kwargs, **options)

@@ -17,7 +17,7 @@ from workergen_runtime import project
 from workergen_runtime.celery_app import app
 from workergen_runtime.deadletter import utcnow
 from workergen_runtime.delays import seconds_ahead
-from workergen_runtime.dispatch import broker_guard
+from workergen_runtime.dispatch import send
 from workergen_runtime.errors import DelayTooLongError, JobArgumentsError
 from workergen_runtime.queues import DEFAULT_LANE, check_lane, lane_of_queue, qualified_queue
 from workergen_runtime.retry import retry_policy
@@ -115,8 +115,7 @@ class Job(Task):
         # Given, they are kept: a job with secrets in its arguments may hide them.
         options.setdefault("argsrepr", shown(args))
         options.setdefault("kwargsrepr", shown(kwargs))
-        with broker_guard(self.app.settings):
-            return self.apply_async(args=args, kwargs=kwargs, **options)
+        return send(self, args, kwargs, options)
 
     def check_delay(self, options: dict[str, Any]) -> None:
         """Refuse a countdown or eta further ahead than a worker holds a job (TASK_MAX_ETA).

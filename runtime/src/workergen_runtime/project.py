@@ -28,6 +28,14 @@ ANSWERS = (
     "QUEUE_TYPE",
     "HTTP_API",
 )
+# Answers a project module may leave out (projects made before them bind all the same),
+# with the value of a project that lacks them. Workers added to a Django project
+# (`<settings package>/workers.py`) have them: see workergen_runtime.django.
+OPTIONAL_ANSWERS: dict[str, Any] = {
+    "FRAMEWORK": "none",
+    "DJANGO_SCHEDULER": "crons",
+    "DJANGO_RESULTS": False,
+}
 VARIABLE = "WORKERGEN_PROJECT"
 
 _bound: dict[str, Any] = {}
@@ -42,6 +50,7 @@ def bind(answers: ModuleType) -> None:
             "module. Run `workergen update` in the project to bring it up to date."
         )
     values = {name: getattr(answers, name) for name in ANSWERS}
+    values.update({name: getattr(answers, name, v) for name, v in OPTIONAL_ANSWERS.items()})
     values["LANES"] = tuple(values["LANES"])
     if _bound and _bound != values:
         raise ConfigurationError(
@@ -59,7 +68,7 @@ def bound() -> bool:
 
 def __getattr__(name: str) -> Any:
     # Only reached while nothing is bound: bind() sets the answers as module globals.
-    if name not in ANSWERS:
+    if name not in ANSWERS and name not in OPTIONAL_ANSWERS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     package = os.environ.get(VARIABLE, "").strip()
     if not package:

@@ -85,6 +85,7 @@ class MakeRequest:
     schedule: str = ""
     force: bool = False
     dry_run: bool = False
+    app: str = ""
 
 
 @dataclass
@@ -402,6 +403,10 @@ def plan(root: Path, package: str, lanes: tuple[str, ...], request: MakeRequest)
     values["decorator_arguments"] = call_arguments(decorator, arguments)
     values["imports"], values["own_imports"] = import_block(modules, package)
     result = Plan(name)
+    if request.app:
+        init = f"{package}/{request.kind}s/__init__.py"
+        content = read_stub(root, "package_init.py.tmpl").substitute(values, module=package)
+        result.files.append(PlannedFile(init, content, keep_existing=True))
     for init in name.package_paths(package):
         sub = init.rsplit("/", 2)[-2]
         content = read_stub(root, "package_init.py.tmpl").substitute(values, module=sub)
@@ -413,7 +418,10 @@ def plan(root: Path, package: str, lanes: tuple[str, ...], request: MakeRequest)
         )
     )
     result.files.append(
-        PlannedFile(name.test_path(), read_stub(root, f"{stub}_test.py.tmpl").substitute(values))
+        PlannedFile(
+            app_test_path(root, request.app, name) if request.app else name.test_path(),
+            read_stub(root, f"{stub}_test.py.tmpl").substitute(values),
+        )
     )
     for item in result.files:
         check_line_length(request.name, item)
@@ -421,6 +429,14 @@ def plan(root: Path, package: str, lanes: tuple[str, ...], request: MakeRequest)
     if add:
         result.files += lane_updates(root, (*lanes, request.queue))
     return result
+
+
+def app_test_path(root: Path, app: str, name: GeneratedName) -> str:
+    """A Django app's test: in its `tests` package if it has one, else beside its modules."""
+    module = f"test_{'_'.join(name.segments)}.py"
+    if (root / app / "tests" / "__init__.py").is_file():
+        return f"{app}/tests/{module}"
+    return f"{app}/{module}"
 
 
 def check_line_length(typed: str, item: PlannedFile) -> None:
@@ -513,9 +529,16 @@ def make_in_project(request: MakeRequest, start: Path | None = None) -> list[str
     In a project's own process (`python -m <package> make:job`) the project is the one
     this process serves; run by `workergen make:job`, it is the one the folder holds.
     """
-    root = find_project_root(start or Path.cwd())
     from workergen_runtime import project
 
+    if project.bound() and project.FRAMEWORK == "django":
+        return make_in_django_app(request)
+    if request.app:
+        raise ScaffoldError(
+            "--app names the Django app to write into; this project is not a Django project",
+            hint="Drop --app: jobs go in the project's jobs/ package.",
+        )
+    root = find_project_root(start or Path.cwd())
     package = read_answer(root, "package_name")
     if not project.bound():
         return make(root, request, package=package, lanes=answered_lanes(root))
@@ -525,6 +548,27 @@ def make_in_project(request: MakeRequest, start: Path | None = None) -> list[str
             hint=f"Run this command from the project that owns {project.PACKAGE!r}.",
         )
     return make(root, request, package=package, lanes=tuple(project.LANES))
+
+
+def make_in_django_app(request: MakeRequest) -> list[str]:
+    """`make:job --app APP` in a Django project: the job and its test go in that app.
+
+    The project's root is the folder that holds its settings package.
+    """
+    from workergen_runtime import project
+
+    if not request.app:
+        raise ScaffoldError(
+            f"in a Django project a {request.kind} goes in one of its apps",
+            hint="Name it with --app, e.g. --app accounts.",
+        )
+    root = Path(sys.modules[project.PACKAGE].__file__ or "").resolve().parent.parent
+    if not (_NAME.fullmatch(request.app) and (root / request.app / "__init__.py").is_file()):
+        raise ScaffoldError(
+            f"--app {request.app!r} is not an app folder of the project in {root}",
+            hint="Pass the folder name of one of its apps, e.g. --app accounts.",
+        )
+    return make(root, request, package=request.app, lanes=tuple(project.LANES))
 
 
 def answered_lanes(root: Path) -> tuple[str, ...]:

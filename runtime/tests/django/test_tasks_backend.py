@@ -1,18 +1,22 @@
 """Django's Tasks framework on the worker runtime: what `.enqueue()` queues, and what runs it.
 
-In-process, against the sample project the runtime's tests run for (its lanes
-and its broker), with a minimal Django configured here: one installed app,
-`taskapp` (next to this file), whose `@task` functions are enqueued. Messages
-go to an in-process broker and are read back; results to the suite's Redis.
+Against the sample Django project (sample/, its settings name the backend in
+TASKS), whose `@task` functions are in accounts/tasks.py. In-process: messages
+go to an in-process broker and are read back, results to the suite's Redis.
+End to end: a worker of the sample project runs them on the run's broker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,43 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from accounts import tasks as app_tasks
+from celery.exceptions import InvalidTaskError
+from django.test import override_settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the test app, `taskapp`
-
-import django
-from django.conf import settings
-
-try:
-    import django.tasks
-
-    FRAMEWORK_APPS: list[str] = []
-except ImportError:  # the backport is an app of its own
-    FRAMEWORK_APPS = ["django_tasks"]
-
-BACKEND = "workergen_runtime.django.tasks.WorkergenBackend"
-if not settings.configured:
-    settings.configure(
-        INSTALLED_APPS=[*FRAMEWORK_APPS, "taskapp"],
-        TASKS={"default": {"BACKEND": BACKEND}},
-        USE_TZ=True,
-    )
-    django.setup()
-
-from celery.exceptions import InvalidTaskError  # noqa: E402
-from django.test import override_settings  # noqa: E402
-from doubles import MemoryStore, consumer  # noqa: E402
-from taskapp import tasks as app_tasks  # noqa: E402
-
-from workergen_runtime import project  # noqa: E402
-from workergen_runtime.celery_app import create_app  # noqa: E402
-from workergen_runtime.deadletter import MALFORMED  # noqa: E402
-from workergen_runtime.deadletter import routing as deadlettering  # noqa: E402
-from workergen_runtime.django import tasks  # noqa: E402
-from workergen_runtime.errors import JobArgumentsError  # noqa: E402
-from workergen_runtime.settings import Settings  # noqa: E402
+from workergen_runtime import project
+from workergen_runtime.celery_app import create_app
+from workergen_runtime.deadletter import MALFORMED, DeadLetter, DeadLetterStore
+from workergen_runtime.deadletter import routing as deadlettering
+from workergen_runtime.django import tasks
+from workergen_runtime.errors import JobArgumentsError
+from workergen_runtime.settings import Settings
+from workergen_runtime.worker.consumer import DeadLetterConsumer
 
 try:
     from django.tasks import TaskResultStatus, task, task_backends
@@ -67,6 +49,7 @@ except ImportError:
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
 
+BACKEND = "workergen_runtime.django.tasks.WorkergenBackend"
 NAMESPACE = "djtasks"
 LANES = project.LANES
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
@@ -152,7 +135,7 @@ def test_each_lane_is_a_queue_name_and_its_message_names_the_task(backend: Any, 
     message = only_message(backend.app, lane)
     assert message.headers["task"] == tasks.TASK_JOB
     assert message.headers["id"] == result.id
-    assert message.payload[:2] == [["taskapp.tasks.add", [1], {"b": 2}], {}]
+    assert message.payload[:2] == [["accounts.tasks.add", [1], {"b": 2}], {}]
     assert (result.status, result.args, result.kwargs) == (TaskResultStatus.READY, [1], {"b": 2})
 
 
@@ -285,18 +268,20 @@ def test_arguments_are_json_as_django_takes_them(
     target = app_tasks.add if len(args) == 2 else app_tasks.echo
     result = target.enqueue(*args, **kwargs)
     assert (result.args, result.kwargs) == expected
-    path = f"taskapp.tasks.{target.name}"
+    path = f"accounts.tasks.{target.name}"
     assert only_message(backend.app).payload[0] == [path, *expected]
 
 
 def test_arguments_the_function_cannot_take_are_refused(backend: Any) -> None:
-    with pytest.raises(JobArgumentsError, match=r"taskapp.tasks.add does not accept .* NOT queued"):
+    with pytest.raises(
+        JobArgumentsError, match=r"accounts.tasks.add does not accept .* NOT queued"
+    ):
         app_tasks.add.enqueue(1, 2, 3)
     with pytest.raises(JobArgumentsError):
         app_tasks.add.enqueue(1, c=2)
     # The context is the worker's to give, not the caller's.
     app_tasks.attempt.enqueue("hi")
-    assert only_message(backend.app).payload[0] == ["taskapp.tasks.attempt", ["hi"], {}]
+    assert only_message(backend.app).payload[0] == ["accounts.tasks.attempt", ["hi"], {}]
     assert nothing_queued(backend.app)
 
 
@@ -326,7 +311,7 @@ def test_what_the_task_gets_is_what_its_result_shows(backend: Any, value: Any) -
         assert nothing_queued(backend.app)
         return
     sent = only_message(backend.app).payload[0]
-    assert sent == ["taskapp.tasks.echo", result.args, result.kwargs]
+    assert sent == ["accounts.tasks.echo", result.args, result.kwargs]
     assert json.loads(json.dumps(result.args, allow_nan=False)) == result.args
 
 
@@ -396,9 +381,9 @@ def run(backend: Any, path: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def test_the_job_runs_the_task_sync_async_and_with_its_context(backend: Any) -> None:
-    assert run(backend, "taskapp.tasks.add", 1, b=2).get() == 3
-    assert run(backend, "taskapp.tasks.shout", "hi").get() == "HI"
-    ran = run(backend, "taskapp.tasks.attempt", "note")
+    assert run(backend, "accounts.tasks.add", 1, b=2).get() == 3
+    assert run(backend, "accounts.tasks.shout", "hi").get() == "HI"
+    ran = run(backend, "accounts.tasks.attempt", "note")
     assert ran.get() == {"id": ran.id, "attempt": 1, "note": "note"}
 
 
@@ -406,11 +391,11 @@ def test_the_job_runs_the_task_sync_async_and_with_its_context(backend: Any) -> 
     ("path", "problem"),
     [
         ("os.system", "'os.system' is not in a module of an installed app"),
-        ("taskappx.tasks.add", "is not in a module of an installed app"),
-        ("taskapp.tasks.not_a_task", "'taskapp.tasks.not_a_task' is not a @task function"),
-        ("taskapp.tasks.missing", "is not a @task function"),
-        ("taskapp", "is not a dotted Python name"),
-        ("taskapp.tasks.add()", "is not a dotted Python name"),
+        ("accountsx.tasks.add", "is not in a module of an installed app"),
+        ("accounts.tasks.not_a_task", "'accounts.tasks.not_a_task' is not a @task function"),
+        ("accounts.tasks.missing", "is not a @task function"),
+        ("accounts", "is not a dotted Python name"),
+        ("accounts.tasks.add()", "is not a dotted Python name"),
     ],
 )
 def test_the_job_runs_only_tasks_of_installed_apps(backend: Any, path: str, problem: str) -> None:
@@ -421,8 +406,39 @@ def test_the_job_runs_only_tasks_of_installed_apps(backend: Any, path: str, prob
 
 
 def test_a_failing_task_fails_its_job(backend: Any) -> None:
-    ran = run(backend, "taskapp.tasks.fail", "broken")
+    ran = run(backend, "accounts.tasks.fail", "broken")
     assert ran.failed() and isinstance(ran.result, ValueError)
+
+
+class MemoryStore(DeadLetterStore):
+    """Keeps dead letters in a list."""
+
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+
+    def record(self, letter: DeadLetter) -> None:
+        self.letters.append(letter)
+
+    def list(self, lane=None):
+        return self.letters
+
+    def show(self, letter_id):
+        raise NotImplementedError
+
+    def replay(self, letter_id):
+        raise NotImplementedError
+
+    def purge(self, lane=None):
+        return 0
+
+
+def consumer(app: Any) -> DeadLetterConsumer:
+    """The worker's consumer, for its message callbacks only: no connection, no blueprint."""
+    instance = DeadLetterConsumer.__new__(DeadLetterConsumer)
+    instance.app = app
+    instance.connection_errors = ()
+    instance.hostname = "tests@host"
+    return instance
 
 
 class Message:
@@ -458,7 +474,7 @@ def test_a_message_naming_anything_else_is_dead_lettered_as_malformed(
     # Celery's consumer hands what the request raises to on_invalid_task.
     with pytest.raises(InvalidTaskError) as refused:
         tasks.TaskRequest(message, app=backend.app, task=backend.job)
-    consumer().on_invalid_task(None, message, refused.value)
+    consumer(backend.app).on_invalid_task(None, message, refused.value)
     assert message.acked
     [letter] = store.letters
     assert (letter.reason, letter.task_name) == (MALFORMED, tasks.TASK_JOB)
@@ -467,6 +483,135 @@ def test_a_message_naming_anything_else_is_dead_lettered_as_malformed(
 
 def test_a_message_naming_a_task_of_an_installed_app_is_taken(backend: Any) -> None:
     request = tasks.TaskRequest(
-        Message(["taskapp.tasks.add", [1, 2], {}]), app=backend.app, task=backend.job
+        Message(["accounts.tasks.add", [1, 2], {}]), app=backend.app, task=backend.job
     )
-    assert request.args == ["taskapp.tasks.add", [1, 2], {}]
+    assert request.args == ["accounts.tasks.add", [1, 2], {}]
+
+
+# --- end to end: a worker of the sample project ----------------------------------------------
+
+SAMPLE = Path(__file__).resolve().parent / "sample"
+WAIT = 60
+
+
+@pytest.fixture
+def worker(tmp_path: Path) -> Iterator[Path]:
+    """A worker of the sample project on every lane, one process; yields its log's path."""
+    pidfile, log = tmp_path / "worker.pid", tmp_path / "worker.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "workergen", "queue", "work", "--concurrency", "1"]
+            + ["--pidfile", str(pidfile), "--hostname", f"djtasks-{uuid.uuid4().hex[:8]}@%h"],
+            cwd=SAMPLE,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        yield log
+    finally:
+        pid = int(pidfile.read_text()) if pidfile.exists() else process.pid
+        os.kill(pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def until(check: Any, log: Path, what: str) -> Any:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.3)
+    pytest.fail(f"no {what} within {WAIT} s; the worker's log:\n{log.read_text()[-5000:]}")
+
+
+def dead_letters() -> list[dict[str, Any]]:
+    """What `manage.py workergen dlq list --json` shows."""
+    listed = subprocess.run(
+        [sys.executable, "manage.py", "workergen", "dlq", "list", "--json"],
+        cwd=SAMPLE,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    return [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
+
+
+def account(email: str) -> Any:
+    from accounts.models import Account
+
+    return Account.objects.create(email=email)
+
+
+def reloaded(row: Any) -> Any:
+    row.refresh_from_db()
+    return row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_runs_on_the_worker_beside_a_job(worker: Path) -> None:
+    from accounts.jobs.welcome import welcome
+
+    row = account("task@example.com")
+    result = app_tasks.note.enqueue(row.pk, "from a task")  # the critical lane
+    welcome.dispatch(row.pk)
+    until(lambda: reloaded(row).note == "from a task" and row.welcomed, worker, "task and job")
+    assert result.status == TaskResultStatus.READY  # no result backend in this run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_runs_after_its_run_after(worker: Path) -> None:
+    row = account("later@example.com")
+    app_tasks.note.enqueue(row.pk, "warm")  # the worker is up once this ran
+    until(lambda: reloaded(row).note == "warm", worker, "first task")
+    queued = time.monotonic()
+    app_tasks.note.using(run_after=datetime.now(UTC) + timedelta(seconds=3)).enqueue(row.pk, "late")
+    until(lambda: reloaded(row).note == "late", worker, "delayed task")
+    assert time.monotonic() - queued >= 2.5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: Path) -> None:
+    result = app_tasks.fail.enqueue("broken on purpose")
+    letter = until(
+        lambda: next((x for x in dead_letters() if x["task_id"] == result.id), None),
+        worker,
+        "dead letter",
+    )
+    assert (letter["task_name"], letter["reason"]) == (tasks.TASK_JOB, "failed")
+    assert letter["exception"] == "ValueError: broken on purpose"
+    assert letter["args"] == ["accounts.tasks.fail", ["broken on purpose"], {}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_naming_another_module_is_dead_lettered_unrun(
+    worker: Path, tmp_path: Path
+) -> None:
+    touched = tmp_path / "touched"
+    job = task_backends["default"].job
+    sent = job.dispatch_with(args=["os.system", [f"touch {touched}"], {}])
+    letter = until(
+        lambda: next((x for x in dead_letters() if x["task_id"] == sent.id), None),
+        worker,
+        "dead letter",
+    )
+    assert letter["reason"] == MALFORMED
+    assert "'os.system' is not in a module of an installed app" in letter["exception"]
+    assert not touched.exists()
+
+
+@pytest.mark.skipif(
+    project.BROKER != "redis", reason="Redis only: the other brokers have no priorities"
+)
+@pytest.mark.django_db(transaction=True)
+def test_on_redis_the_higher_priority_runs_first(tmp_path: Path) -> None:
+    row = account("order@example.com")
+    for priority in (-100, 0, 100, -10):
+        app_tasks.append.using(priority=priority).enqueue(row.pk, str(priority))
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(contextlib.contextmanager(worker.__wrapped__)(tmp_path))
+        until(lambda: len(reloaded(row).note.split()) == 4, log, "four tasks")
+    assert row.note.split() == ["100", "0", "-10", "-100"]

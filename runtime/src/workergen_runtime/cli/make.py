@@ -28,6 +28,9 @@ Force = Annotated[bool, typer.Option("--force", help="Overwrite files that diffe
 DryRun = Annotated[
     bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")
 ]
+App = Annotated[
+    str, typer.Option("--app", help="Django projects: the app to write into, e.g. accounts.")
+]
 
 
 def run_request(request: MakeRequest) -> None:
@@ -65,6 +68,7 @@ def make_job(
     ] = False,
     force: Force = False,
     dry_run: DryRun = False,
+    app: App = "",
 ) -> None:
     """Create a job module and its test under jobs/ and tests/jobs/."""
     from workergen_runtime.scaffold import MakeRequest
@@ -81,6 +85,7 @@ def make_job(
             idempotent=idempotent,
             force=force,
             dry_run=dry_run,
+            app=app,
         )
     )
 
@@ -95,6 +100,7 @@ def make_cron(
     add_lane: AddLane = False,
     force: Force = False,
     dry_run: DryRun = False,
+    app: App = "",
 ) -> None:
     """Create a cron module and its test under crons/ and tests/crons/."""
     from workergen_runtime.scaffold import MakeRequest
@@ -108,6 +114,7 @@ def make_cron(
             schedule=schedule,
             force=force,
             dry_run=dry_run,
+            app=app,
         )
     )
 

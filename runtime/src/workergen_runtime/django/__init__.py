@@ -1,0 +1,48 @@
+"""Workers in an existing Django project: the runtime serves its settings package.
+
+The project's `<settings package>/celery.py` calls `setup(workers)`, where
+`workers.py` holds the same answers as a generated project's `project.py`
+plus FRAMEWORK = "django", DJANGO_SCHEDULER and DJANGO_RESULTS. Celery's own
+Django fixup (celery.fixups.django) closes the database connections around
+each job; the app "workergen_runtime.django" adds `manage.py workergen ...`.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+from workergen_runtime import project
+from workergen_runtime.errors import ConfigurationError
+
+# Where DJANGO_RESULTS = True keeps results: django-celery-results' backend.
+DJANGO_RESULT_BACKEND = "django-db"
+
+
+def setup(answers: ModuleType) -> Any:
+    """Bind the Django project `answers` names and return its Celery app.
+
+    `answers` is `<settings package>/workers.py`; DJANGO_SETTINGS_MODULE defaults
+    to `<settings package>.settings`, as manage.py sets it.
+    """
+    if getattr(answers, "FRAMEWORK", None) != "django":
+        raise ConfigurationError(
+            f"{answers.__name__} does not say FRAMEWORK = 'django': "
+            "workergen_runtime.django.setup serves the workers of a Django project."
+        )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", f"{answers.PACKAGE}.settings")
+    project.bind(answers)
+    from celery.fixups.django import DjangoFixup, fixup
+
+    from workergen_runtime.celery_app import app
+
+    # Celery installs its Django fixup when the app is made with DJANGO_SETTINGS_MODULE
+    # set; the app was made earlier if the runtime was imported before it was set.
+    if not any(isinstance(installed, DjangoFixup) for installed in app._fixups):
+        app._fixups.append(fixup(app))
+    if project.DJANGO_RESULTS:
+        app.conf.update(
+            result_backend=DJANGO_RESULT_BACKEND, task_ignore_result=False, result_expires=3600
+        )
+    return app

@@ -1,0 +1,1 @@
+"""The accounts app's jobs: every module here is discovered."""
