@@ -1,0 +1,337 @@
+"""`workergen add` in a Django project: what it writes, edits, refuses, and how it updates.
+
+Each test starts from what Django makes: `django-admin startproject config .` and
+`python manage.py startapp accounts`, in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from support.releases import BIN, clone_repository, commit_all, git, git_env, make_release
+from workergen.cli import app
+
+runner = CliRunner()
+ANSWERS = ".copier-answers.workergen.yml"
+ADD = ("add", "--app", "accounts", "--broker", "redis", "--defaults")
+CELERY_PY = (
+    "import os\n\n"
+    'os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")\n\n'
+    "from workergen_runtime.django import setup  # noqa: E402\n\n"
+    "from . import workers  # noqa: E402\n\n"
+    "app = setup(workers)\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git that ignores this machine's configuration and can commit."""
+    for name, value in git_env().items():
+        if name.startswith("GIT_"):
+            monkeypatch.setenv(name, value)
+
+
+def django_project(folder: Path) -> Path:
+    """What `django-admin startproject config .` and `startapp accounts` make in `folder`."""
+    folder.mkdir(parents=True)
+    for args in (["startproject", "config", "."], ["startapp", "accounts"]):
+        subprocess.run([sys.executable, "-m", "django", *args], cwd=folder, check=True)
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return django_project(tmp_path / "shop")
+
+
+def run(cwd: Path, *args: str, input: str | None = None):
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(app, list(args), input=input)
+    finally:
+        os.chdir(old)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (git's own files left out) and its bytes."""
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(root).parts
+    }
+
+
+def module_values(path: Path) -> dict[str, object]:
+    """The constants a module assigns at its top level."""
+    values: dict[str, object] = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if isinstance(target, ast.Name):
+                try:
+                    values[target.id] = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+    return values
+
+
+def installed_apps(project: Path) -> list[str]:
+    return list(module_values(project / "config" / "settings.py")["INSTALLED_APPS"])  # type: ignore[call-overload]
+
+
+def test_add_writes_the_workers_and_edits_the_settings(project: Path):
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--yes")
+
+    assert result.exit_code == 0, result.output
+    after = snapshot(project)
+    created = sorted(set(after) - set(before))
+    assert created == [
+        ANSWERS,
+        ".env.example",
+        "accounts/jobs/__init__.py",
+        "config/celery.py",
+        "config/workers.py",
+        "conftest.py",
+        "deploy/workers/scheduler.service",
+        "deploy/workers/worker@.service",
+        "pytest.ini",
+    ]
+    changed = sorted(name for name in before if before[name] != after[name])
+    assert changed == ["config/__init__.py", "config/settings.py"]
+    for name in created + changed:
+        assert f"create   {name}" in result.output or f"edit     {name}" in result.output
+
+    assert (project / "config" / "celery.py").read_text() == CELERY_PY
+    assert module_values(project / "config" / "workers.py") == {
+        "PACKAGE": "config",
+        "PROJECT_NAME": "shop",
+        "BROKER": "redis",
+        "LANES": ("critical", "default", "batch"),
+        "DEFAULT_NAMESPACE": "shop",
+        "RESULT_BACKEND": "none",
+        "SQS_REGION": "us-east-1",
+        "QUEUE_TYPE": "classic",
+        "HTTP_API": False,
+        "FRAMEWORK": "django",
+        "DJANGO_SCHEDULER": "crons",
+        "DJANGO_RESULTS": False,
+    }
+    assert (project / "config" / "__init__.py").read_text() == (
+        'from .celery import app as celery_app\n\n__all__ = ("celery_app",)\n'
+    )
+    apps = installed_apps(project)
+    assert apps[-1] == "workergen_runtime.django"
+    assert apps[:-1] == list(module_values(before_settings(before))["INSTALLED_APPS"])  # type: ignore[call-overload]
+    # The settings keep Django's own quotes, and hold no broker setting of ours.
+    settings = (project / "config" / "settings.py").read_text()
+    assert "    'workergen_runtime.django',\n]" in settings
+    assert "BROKER" not in settings
+
+    env = (project / ".env.example").read_text()
+    assert "BROKER_URL=redis://localhost:6379/0" in env
+    assert "QUEUE_NAMESPACE=shop" in env
+    assert "DJANGO_SETTINGS_MODULE = config.settings" in (project / "pytest.ini").read_text()
+    assert "workergen_runtime.django.testing" in (project / "conftest.py").read_text()
+    worker_unit = (project / "deploy" / "workers" / "worker@.service").read_text()
+    assert "manage.py workergen queue work --queue %i" in worker_unit
+    assert (
+        "manage.py workergen schedule work"
+        in (project / "deploy" / "workers" / "scheduler.service").read_text()
+    )
+
+    answers = yaml.safe_load((project / ANSWERS).read_text())
+    assert {key: answers[key] for key in ("add_to", "django_app", "package_name", "broker")} == {
+        "add_to": "django",
+        "django_app": "accounts",
+        "package_name": "config",
+        "broker": "redis",
+    }
+    assert answers["_src_path"] and answers["_commit"].startswith("v")
+    assert not (project / ".copier-answers.yml").exists()
+    assert "python manage.py workergen queue work" in result.output
+
+
+def before_settings(before: dict[str, bytes]) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "settings.py"
+    path.write_bytes(before["config/settings.py"])
+    return path
+
+
+def test_a_second_run_changes_nothing_and_says_so(project: Path):
+    assert run(project, *ADD, "--yes").exit_code == 0
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--yes")
+
+    assert result.exit_code == 0, result.output
+    assert "Nothing to change" in result.output
+    assert snapshot(project) == before
+
+
+def test_declined_edits_leave_your_files_and_say_what_to_add(project: Path):
+    before = snapshot(project)
+
+    result = run(project, *ADD, input="n\nn\n")
+
+    assert result.exit_code == 1, result.output
+    after = snapshot(project)
+    for name, content in before.items():
+        assert after[name] == content, name
+    # The diff was shown before the question, and the lines to add by hand after.
+    assert "+from .celery import app as celery_app" in result.output
+    assert "Edit config/settings.py? [y/N]" in result.output
+    assert "config/__init__.py: add" in result.output
+    assert 'INSTALLED_APPS += ["workergen_runtime.django"]' in result.output
+    # The files of its own are there: a run with --yes makes only the edits.
+    assert (project / "config" / "celery.py").exists()
+    done = run(project, *ADD, "--yes")
+    assert done.exit_code == 0, done.output
+    assert "create" not in done.output
+    assert "workergen_runtime.django" in installed_apps(project)
+
+
+def test_the_database_scheduler_and_results(project: Path):
+    result = run(
+        project, *ADD, "--scheduler", "database", "--django-results", "--lanes", "default", "--yes"
+    )
+
+    assert result.exit_code == 0, result.output
+    assert installed_apps(project)[-3:] == [
+        "workergen_runtime.django",
+        "django_celery_beat",
+        "django_celery_results",
+    ]
+    workers = module_values(project / "config" / "workers.py")
+    assert workers["DJANGO_SCHEDULER"] == "database"
+    assert workers["DJANGO_RESULTS"] is True
+    assert workers["LANES"] == ("default",)
+    assert "python manage.py migrate" in result.output
+
+
+def test_a_celery_app_of_your_own_is_never_overwritten(project: Path):
+    own = project / "config" / "celery.py"
+    own.write_text("from celery import Celery\n\napp = Celery('config')\n")
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--yes")
+
+    assert result.exit_code == 1
+    assert "config/celery.py is there already and is not workergen's" in result.output
+    assert "changed nothing" in result.output
+    assert snapshot(project) == before
+
+
+def test_your_env_example_gets_the_settings_appended_and_your_conftest_stays(project: Path):
+    (project / ".env.example").write_text("SECRET_KEY=change-me\n")
+    (project / "conftest.py").write_text("import pytest\n")
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nDJANGO_SETTINGS_MODULE = "config.settings"\n'
+    )
+
+    result = run(project, *ADD, "--yes")
+
+    assert result.exit_code == 0, result.output
+    env = (project / ".env.example").read_text()
+    assert env.startswith("SECRET_KEY=change-me\n\n# The workers' settings")
+    assert "BROKER_URL=" in env
+    assert (project / "conftest.py").read_text() == "import pytest\n"
+    assert 'add `pytest_plugins = ["workergen_runtime.django.testing"]`' in result.output
+    assert not (project / "pytest.ini").exists()
+    assert "configures pytest already" in result.output
+
+
+def test_not_a_django_folder_is_refused_with_a_hint(tmp_path: Path):
+    result = run(tmp_path, *ADD)
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert "is not a project workergen add knows: no manage.py here" in result.output
+    assert "workergen new NAME" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_app_that_is_not_there_is_refused_listing_the_apps(project: Path):
+    before = snapshot(project)
+
+    result = run(project, "add", "--app", "billing", "--defaults", "--yes")
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert "'billing' is not an app of this project" in result.output
+    assert "found: accounts" in result.output
+    assert snapshot(project) == before
+
+
+def test_manage_py_without_settings_is_refused(project: Path):
+    (project / "manage.py").write_text("print('hello')\n")
+
+    result = run(project, *ADD)
+
+    assert result.exit_code == 1
+    assert "sets no default DJANGO_SETTINGS_MODULE" in result.output
+
+
+def test_help_teaches_the_command():
+    result = runner.invoke(app, ["add", "--help"])
+
+    assert result.exit_code == 0
+    for text in ("manage.py", "--app", "--yes", "--scheduler", "docs/django.md", ANSWERS[:20]):
+        assert text in result.output, text
+
+
+def test_workergen_update_and_copier_update_in_an_added_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    clone = clone_repository(tmp_path / "workergen")
+    monkeypatch.setenv("WORKERGEN_TEMPLATE_URL", str(clone))
+    project = django_project(tmp_path / "shop")
+    assert run(project, *ADD, "--yes").exit_code == 0
+    git(project, "init", "-q")
+    commit_all(project, "Workers added")
+
+    # Offline, from the installed template: nothing newer.
+    result = run(project, "update")
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.output
+
+    # A newer template version changes a file of the added workers.
+    template = clone / "template_add" / "django" / "{{package_name}}" / "workers.py.jinja"
+    template.write_text(template.read_text() + "# A fix of the template.\n")
+    commit_all(clone, "Template: a fix for added workers")
+    version = "9.9.0"
+    make_release(clone, version)
+    settings = (project / "config" / "settings.py").read_bytes()
+
+    result = run(project, "update", "--template", str(clone))
+
+    assert result.exit_code == 0, result.output
+    assert "changed  config/workers.py" in result.output
+    assert (project / "config" / "workers.py").read_text().endswith("# A fix of the template.\n")
+    assert (project / "config" / "settings.py").read_bytes() == settings
+    assert yaml.safe_load((project / ANSWERS).read_text())["_commit"].startswith(f"v{version}")
+    assert not (project / ".copier-answers.yml").exists()
+
+    # Plain copier, with the answers file named, reads the recorded source.
+    git(project, "checkout", "-q", "--", ".")
+    done = subprocess.run(
+        [str(BIN / "copier"), "update", "--answers-file", ANSWERS, "--defaults", "--skip-answered"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / "config" / "workers.py").read_text().endswith("# A fix of the template.\n")
+    assert (project / "config" / "settings.py").read_bytes() == settings
