@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import ast
 import os
+import secrets
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from support.brokers import IN_CI, require_broker
+from support.cleanup import delete_redis_keys
 from support.releases import BIN, clone_repository, commit_all, git, git_env, make_release
 from workergen.cli import app
 
@@ -130,12 +135,13 @@ def test_add_writes_the_workers_and_edits_the_settings(project: Path):
     assert (project / "config" / "__init__.py").read_text() == (
         'from .celery import app as celery_app\n\n__all__ = ("celery_app",)\n'
     )
+    # The app's jobs are found because it is installed, and ours is installed beside it.
     apps = installed_apps(project)
-    assert apps[-1] == "workergen_runtime.django"
-    assert apps[:-1] == list(module_values(before_settings(before))["INSTALLED_APPS"])  # type: ignore[call-overload]
+    assert apps[-2:] == ["accounts", "workergen_runtime.django"]
+    assert apps[:-2] == list(module_values(before_settings(before))["INSTALLED_APPS"])  # type: ignore[call-overload]
     # The settings keep Django's own quotes, and hold no broker setting of ours.
     settings = (project / "config" / "settings.py").read_text()
-    assert "    'workergen_runtime.django',\n]" in settings
+    assert "    'accounts',\n    'workergen_runtime.django',\n]" in settings
     assert "BROKER" not in settings
 
     env = (project / ".env.example").read_text()
@@ -194,7 +200,7 @@ def test_declined_edits_leave_your_files_and_say_what_to_add(project: Path):
     assert "+from .celery import app as celery_app" in result.output
     assert "Edit config/settings.py? [y/N]" in result.output
     assert "config/__init__.py: add" in result.output
-    assert 'INSTALLED_APPS += ["workergen_runtime.django"]' in result.output
+    assert 'INSTALLED_APPS += ["accounts", "workergen_runtime.django"]' in result.output
     # The files of its own are there: a run with --yes makes only the edits.
     assert (project / "config" / "celery.py").exists()
     done = run(project, *ADD, "--yes")
@@ -335,3 +341,155 @@ def test_workergen_update_and_copier_update_in_an_added_project(
     assert done.returncode == 0, done.stderr
     assert (project / "config" / "workers.py").read_text().endswith("# A fix of the template.\n")
     assert (project / "config" / "settings.py").read_bytes() == settings
+
+
+# --- end to end: the added project's own tests, and a real worker on PostgreSQL ----
+
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def require(module: str, why: str) -> None:
+    """Skip (fail under CI=true) unless `module` can be imported, saying `why` it is needed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if found:
+        return
+    reason = f"{module} is not installed: {why}"
+    if IN_CI:
+        pytest.fail(f"CI=true requires it: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A PostgreSQL database of this test's own, dropped at the end."""
+    require("psycopg", "the added project's database is PostgreSQL")
+    require_broker("PostgreSQL", POSTGRES_URL)
+    import psycopg
+
+    name = f"workergen_add_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP DATABASE IF EXISTS "test_{name}" WITH (FORCE)')
+
+
+COUNT_USERS = """
+    def handle(self, out: str) -> None:
+        from pathlib import Path
+
+        from django.contrib.auth.models import User
+
+        Path(out).write_text(",".join(user.username for user in User.objects.order_by("id")))
+"""
+
+
+def manage(project: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_an_added_project_tests_itself_and_its_worker_reads_the_orm(
+    tmp_path: Path, redis_url: str, postgres_database: str
+):
+    require("workergen_runtime.django", "the runtime's Django integration (the runtime's side)")
+    require("pytest_django", "the added project tests itself with pytest-django")
+    namespace = f"wgadd{secrets.token_hex(4)}"
+    project = django_project(tmp_path / "shop")
+    result = run(project, *ADD, "--namespace", namespace, "--yes")
+    assert result.exit_code == 0, result.output
+    # The project's own choices: PostgreSQL, and the broker in .env (as docs/django.md says).
+    with (project / "config" / "settings.py").open("a") as settings:
+        settings.write(
+            "\nDATABASES = {'default': {'ENGINE': 'django.db.backends.postgresql', "
+            f"'NAME': '{postgres_database}', 'USER': 'postgres', 'HOST': '127.0.0.1', "
+            "'PORT': '5432'}}\n"
+        )
+    (project / ".env").write_text(
+        f"BROKER_URL={redis_url}\nLOCK_URL={redis_url}\nQUEUE_NAMESPACE={namespace}\n"
+    )
+    made = run(project, "make:job", "CountUsers", "--app", "accounts")
+    assert made.exit_code == 0, made.output
+    job_file = project / "accounts" / "jobs" / "count_users.py"
+    assert job_file.is_file()
+
+    # The project's own test suite passes as it is, with the job's test.
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "passed" in tests.stdout
+
+    # The job reads the ORM; a real worker runs it.
+    source = job_file.read_text()
+    handle = source.index("    def handle(")
+    job_file.write_text(source[:handle] + COUNT_USERS.lstrip("\n"))
+    manage(project, "migrate", "--verbosity", "0")
+    manage(
+        project,
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; "
+        "User.objects.create(username='ada'); User.objects.create(username='grace')",
+    )
+    out = tmp_path / "users.txt"
+    pidfile = tmp_path / "worker.pid"
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "workergen",
+            "queue",
+            "work",
+            "--pool",
+            "solo",
+            "--pidfile",
+            str(pidfile),
+        ],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        manage(
+            project,
+            "workergen",
+            "queue",
+            "dispatch",
+            "accounts.count_users",
+            "--args",
+            f'["{out}"]',
+        )
+        deadline = time.monotonic() + 60
+        while not out.exists() and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert out.exists(), "the job did not run"
+        assert out.read_text() == "ada,grace"
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+        delete_redis_keys(redis_url, [namespace])

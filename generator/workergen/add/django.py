@@ -282,15 +282,17 @@ def _edit_init(result: Plan, project: DjangoProject) -> None:
 
 
 def _edit_installed_apps(result: Plan, project: DjangoProject, answers: Mapping[str, Any]) -> None:
-    wanted = [RUNTIME_APP]
+    # The jobs are found in the installed apps: the app named by --app is one of them.
+    wanted = [str(answers["django_app"]), RUNTIME_APP]
     if answers.get("django_scheduler") == "database":
         wanted.append(BEAT_APP)
     if answers.get("django_results"):
         wanted.append(RESULTS_APP)
     relative = project.settings_file.relative_to(project.root).as_posix()
     before = read_text(project.settings_file)
-    by_hand = "INSTALLED_APPS += [" + ", ".join(f'"{app}"' for app in wanted) + "]\n"
     after = add_installed_apps(before, wanted)
+    missing = [app for app in wanted if not _installed(app, before)]
+    by_hand = "INSTALLED_APPS += [" + ", ".join(f'"{app}"' for app in missing) + "]\n"
     if after is None:
         result.left.append(
             Left(
@@ -324,8 +326,8 @@ def add_installed_apps(text: str, apps: list[str]) -> str | None:
             value = node.value
     if not isinstance(value, ast.List | ast.Tuple) or value.end_lineno is None:
         return None
-    present = {elt.value for elt in value.elts if isinstance(elt, ast.Constant)}
-    missing = [app for app in apps if app not in present]
+    present = [elt.value for elt in value.elts if isinstance(elt, ast.Constant)]
+    missing = [app for app in apps if not _listed(app, present)]
     if not missing:
         return text
     lines = text.splitlines(keepends=True)
@@ -367,3 +369,13 @@ def _quote_of(text: str, value: ast.List | ast.Tuple) -> str:
         if source[:1] in {"'", '"'}:
             return source[0]
     return '"'
+
+
+def _listed(app: str, entries: list[object]) -> bool:
+    """Whether INSTALLED_APPS `entries` hold `app`, by its name or by its AppConfig's path."""
+    return any(entry == app or str(entry).startswith(f"{app}.apps.") for entry in entries)
+
+
+def _installed(app: str, text: str) -> bool:
+    """Whether the settings `text` list `app` in INSTALLED_APPS (as far as a reading tells)."""
+    return f'"{app}"' in text or f"'{app}'" in text or f"{app}.apps." in text
