@@ -30,12 +30,26 @@ if [ "${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 cd "$ROOT"
-if [ "${CI:-}" != "true" ] || [ $# -gt 0 ]; then
+# Stages: 1. every test but those that kill or restart a broker, two at a time;
+# 2. those (marked broker_restarts), one at a time, so no other test loses its
+# broker mid-run: under CI=true or with WORKERGEN_TEST_BROKER_RESTARTS=1, else
+# they skip; 3. under CI=true, the tests of the Celery and kombu internals the
+# runtime subclasses against the oldest releases (scripts/test-oldest.sh).
+# Extra arguments run pytest with them once instead. Any failing stage fails the
+# whole, "no tests collected" (exit code 5) included.
+if [ $# -gt 0 ]; then
   exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
 fi
-# CI: the whole suite against the newest releases the projects allow, then the
-# tests of the Celery and kombu internals the runtime subclasses against the oldest.
+if [ "${CI:-}" != "true" ] && [ "${WORKERGEN_TEST_BROKER_RESTARTS:-}" != "1" ]; then
+  exec "$PY" -m pytest -n 2 --dist loadgroup
+fi
 status=0
-"$PY" -m pytest -n 2 --dist loadgroup || status=$?
-bash "$ROOT/scripts/test-oldest.sh" || status=$?
+echo "==> stage 1: every test but those that kill or restart a broker"
+"$PY" -m pytest -n 2 --dist loadgroup -m "not broker_restarts" || status=$?
+echo "==> stage 2: the tests that kill or restart a broker, one at a time"
+"$PY" -m pytest -n 0 -m broker_restarts || status=$?
+if [ "${CI:-}" = "true" ]; then
+  echo "==> stage 3: the runtime's internals against the oldest releases allowed"
+  bash "$ROOT/scripts/test-oldest.sh" || status=$?
+fi
 exit "$status"

@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from support.brokers import IN_CI, RABBITMQ_URL, REDIS_URL, port_open, require_broker
+from support.brokers import (
+    IN_CI,
+    RABBITMQ_URL,
+    REDIS_URL,
+    RUNNING_TEST,
+    port_open,
+    require_broker,
+)
 from support.cleanup import (
     delete_rabbitmq_entities,
     delete_rabbitmq_policies,
@@ -45,6 +52,13 @@ def _delete_what_the_suite_created() -> Iterator[None]:
     delete_redis_keys(REDIS_URL, CREATED_NAMESPACES)
     delete_rabbitmq_entities(RABBITMQ_URL, CREATED_NAMESPACES)
     delete_rabbitmq_policies(CREATED_NAMESPACES)
+
+
+@pytest.fixture(autouse=True)
+def _whether_the_test_may_restart_a_broker(request: pytest.FixtureRequest) -> None:
+    """Tell require_broker_restarts whether this test is in the stage that may."""
+    marked = request.node.get_closest_marker("broker_restarts") is not None
+    RUNNING_TEST["marked_broker_restarts"] = marked
 
 
 @pytest.fixture(scope="session")

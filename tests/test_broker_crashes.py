@@ -18,7 +18,7 @@ from support.faults import add_fault_jobs, dispatch, runs, wait_for
 from support.private_brokers import private_broker
 from support.projects import Project, unique_namespace
 
-pytestmark = [pytest.mark.broker, pytest.mark.e2e]
+pytestmark = [pytest.mark.broker, pytest.mark.e2e, pytest.mark.broker_restarts]
 
 PACKAGE = "billing"
 JOBS = 10

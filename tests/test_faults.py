@@ -116,6 +116,7 @@ def rabbitmqctl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.broker_restarts
 def test_rabbitmq_restarted_with_jobs_queued_keeps_them_and_the_worker_reconnects(
     render, tmp_path: Path, folder: Path
 ) -> None:

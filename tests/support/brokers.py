@@ -64,8 +64,22 @@ def require_rabbitmqctl(why: str) -> str:
     pytest.skip(f"rabbitmqctl is not on PATH; needed {why}")
 
 
+# Whether the running test carries the `broker_restarts` mark (tests/conftest.py sets it).
+RUNNING_TEST = {"marked_broker_restarts": False}
+
+
 def require_broker_restarts() -> None:
-    """Skip a test that restarts or kills a broker unless CI=true or the opt-in is set."""
+    """Skip a test that restarts or kills a broker unless CI=true or the opt-in is set.
+
+    Such a test must carry `@pytest.mark.broker_restarts`: scripts/test.sh runs those
+    after the others, one at a time, so no other test loses its broker mid-run.
+    """
+    if not RUNNING_TEST["marked_broker_restarts"]:
+        pytest.fail(
+            "this test kills or restarts a broker: mark it @pytest.mark.broker_restarts "
+            "so scripts/test.sh runs it in the stage of its own",
+            pytrace=False,
+        )
     if not BROKER_RESTARTS:
         pytest.skip(
             "restarts a broker: runs under CI=true or with WORKERGEN_TEST_BROKER_RESTARTS=1"
