@@ -159,12 +159,15 @@ class TaskRequest(DeadLetterRequest):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         call = self.args
-        path = call[0] if isinstance(call, list | tuple) and len(call) == 3 else None
-        problem = (
-            path_problem(path, app_modules())
-            if path is not None
-            else "a task message's arguments are [module path, args, kwargs]"
-        )
+        if (
+            isinstance(call, list | tuple)
+            and len(call) == 3
+            and isinstance(call[1], list)
+            and isinstance(call[2], dict)
+        ):
+            problem = path_problem(call[0], app_modules())
+        else:
+            problem = "a task message's arguments are [module path, [args], {kwargs}]"
         if problem:
             raise InvalidTaskError(problem)
 
