@@ -259,6 +259,63 @@ def test_your_env_example_gets_the_settings_appended_and_your_conftest_stays(pro
     assert "configures pytest already" in result.output
 
 
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        (
+            "INSTALLED_APPS = [\n    'django.contrib.admin',\n    'accounts'\n]\n",
+            "INSTALLED_APPS = [\n    'django.contrib.admin',\n    'accounts',\n"
+            "    'workergen_runtime.django',\n]\n",
+        ),
+        (
+            'INSTALLED_APPS = ["django.contrib.admin", "accounts"]\n',
+            'INSTALLED_APPS = ["django.contrib.admin", "accounts", "workergen_runtime.django"]\n',
+        ),
+        (
+            'INSTALLED_APPS = ("accounts.apps.AccountsConfig",)  # ours\n',
+            'INSTALLED_APPS = ("accounts.apps.AccountsConfig", "workergen_runtime.django")'
+            "  # ours\n",
+        ),
+        ("INSTALLED_APPS = []\n", 'INSTALLED_APPS = ["accounts", "workergen_runtime.django"]\n'),
+        ("INSTALLED_APPS = BASE_APPS + ['accounts']\n", None),
+    ],
+    ids=["multi-line", "one-line", "tuple-with-appconfig", "empty", "not-a-list"],
+)
+def test_installed_apps_gets_what_is_missing(settings: str, expected: str | None):
+    from workergen.add.django import add_installed_apps
+
+    assert add_installed_apps(settings, ["accounts", "workergen_runtime.django"]) == expected
+    if expected is not None:
+        assert add_installed_apps(expected, ["accounts", "workergen_runtime.django"]) == expected
+
+
+def test_installed_apps_it_cannot_extend_are_refused_with_the_line_to_add(project: Path):
+    settings = project / "config" / "settings.py"
+    text = settings.read_text().replace("INSTALLED_APPS = [", "INSTALLED_APPS = BASE_APPS + [")
+    settings.write_text("BASE_APPS = []\n" + text)
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--yes")
+
+    assert result.exit_code == 1
+    assert (
+        'add by hand: INSTALLED_APPS += ["accounts", "workergen_runtime.django"]' in result.output
+    )
+    assert snapshot(project) == before
+
+
+def test_pretend_shows_the_files_and_diffs_and_writes_nothing(project: Path):
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--pretend")
+
+    assert result.exit_code == 0, result.output
+    assert "create   config/celery.py" in result.output
+    assert "+    'workergen_runtime.django'," in result.output
+    assert "Pretend run: nothing was written." in result.output
+    assert snapshot(project) == before
+
+
 def test_not_a_django_folder_is_refused_with_a_hint(tmp_path: Path):
     result = run(tmp_path, *ADD)
 
