@@ -20,16 +20,16 @@ def schedule_work(
     """Run the scheduler. Start as many as you like: one leads, the others stand by."""
     from workergen_runtime.celery_app import app
     from workergen_runtime.discovery import import_jobs
-    from workergen_runtime.scheduling.scheduler import TICK_INTERVAL, LeaderScheduler
+    from workergen_runtime.scheduling.scheduler import TICK_INTERVAL, scheduler_class
     from workergen_runtime.settings import get_settings
 
     import_jobs()  # a module that cannot be imported stops the start, with its error
     settings = get_settings()
-    scheduler = LeaderScheduler
+    scheduler = scheduler_class()
     if settings.metrics_port:
         from workergen_runtime.ops.metrics import measured_scheduler
 
-        scheduler = measured_scheduler(LeaderScheduler, settings.metrics_port)
+        scheduler = measured_scheduler(scheduler, settings.metrics_port)
     app.Beat(
         scheduler=scheduler,
         loglevel=loglevel or settings.log_level,

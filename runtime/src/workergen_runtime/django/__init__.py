@@ -10,6 +10,7 @@ each job; the app "workergen_runtime.django" adds `manage.py workergen ...`.
 from __future__ import annotations
 
 import os
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -31,16 +32,19 @@ def setup(answers: ModuleType) -> Any:
             f"{answers.__name__} does not say FRAMEWORK = 'django': "
             "workergen_runtime.django.setup serves the workers of a Django project."
         )
+    # Celery installs its Django fixup when the app is made with DJANGO_SETTINGS_MODULE set;
+    # made before it was set (the runtime imported first), the app gets it here.
+    made_without_it = (
+        "workergen_runtime.celery_app" in sys.modules and "DJANGO_SETTINGS_MODULE" not in os.environ
+    )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", f"{answers.PACKAGE}.settings")
     project.bind(answers)
-    from celery.fixups.django import DjangoFixup, fixup
-
     from workergen_runtime.celery_app import app
 
-    # Celery installs its Django fixup when the app is made with DJANGO_SETTINGS_MODULE
-    # set; the app was made earlier if the runtime was imported before it was set.
-    if not any(isinstance(installed, DjangoFixup) for installed in app._fixups):
-        app._fixups.append(fixup(app))
+    if made_without_it:
+        from celery.fixups.django import fixup
+
+        fixup(app)
     if project.DJANGO_RESULTS:
         app.conf.update(
             result_backend=DJANGO_RESULT_BACKEND, task_ignore_result=False, result_expires=3600

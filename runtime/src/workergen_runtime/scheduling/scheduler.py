@@ -40,9 +40,15 @@ def beat_schedule(celery_app: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-class LeaderScheduler(Scheduler):
-    """A beat scheduler that sends nothing unless it holds the leader lock."""
+class Leadership:
+    """What makes a beat scheduler class send nothing unless it holds the leader lock.
 
+    Mixed in before Celery's Scheduler (LeaderScheduler) or a subclass of it, such as
+    django-celery-beat's DatabaseScheduler (workergen_runtime.django.scheduler).
+    """
+
+    app: Any
+    schedule: Any
     leading = False
 
     def setup_schedule(self) -> None:
@@ -53,7 +59,7 @@ class LeaderScheduler(Scheduler):
             settings, leader_lock_key(settings.queue_namespace), ttl=LEADER_TTL
         )
         self.app.conf.beat_schedule = beat_schedule(self.app)
-        super().setup_schedule()
+        super().setup_schedule()  # type: ignore[misc]
         log.info("scheduler: %d cron(s): %s", len(self.schedule), ", ".join(self.schedule))
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
@@ -76,14 +82,30 @@ class LeaderScheduler(Scheduler):
                 self._said_standby = True
             return TICK_INTERVAL
         self._said_standby = False
-        return min(super().tick(*args, **kwargs), TICK_INTERVAL)
+        return min(super().tick(*args, **kwargs), TICK_INTERVAL)  # type: ignore[misc]
 
     def close(self) -> None:
         if self.leading:
             self.leading = False
             with contextlib.suppress(LockError):  # expired already: nothing to give back
                 self.leader.release()
-        super().close()
+        super().close()  # type: ignore[misc]
+
+
+class LeaderScheduler(Leadership, Scheduler):
+    """Celery's beat scheduler over the discovered crons, under the leader lock."""
+
+
+def scheduler_class() -> type[Scheduler]:
+    """The scheduler `schedule work` runs: in a Django project with DJANGO_SCHEDULER =
+    "database", django-celery-beat's DatabaseScheduler under the same leader lock."""
+    from workergen_runtime import project
+
+    if project.FRAMEWORK == "django" and project.DJANGO_SCHEDULER == "database":
+        from workergen_runtime.django.scheduler import LeaderDatabaseScheduler
+
+        return LeaderDatabaseScheduler
+    return LeaderScheduler
 
 
 def is_due_now(schedule: Any, now: datetime) -> bool:

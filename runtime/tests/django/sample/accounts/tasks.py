@@ -52,3 +52,9 @@ not_a_task = add.func
 def append(account_id: int, text: str) -> None:
     """Add a word to an account's note: the order the tasks ran in."""
     Account.objects.filter(pk=account_id).update(note=Concat("note", Value(f"{text} ")))
+
+
+@task
+async def note_later(account_id: int, text: str) -> None:
+    """An async task: the worker runs the coroutine to its end."""
+    await Account.objects.filter(pk=account_id).aupdate(note=text)

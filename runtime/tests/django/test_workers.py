@@ -1,0 +1,183 @@
+"""A real worker of the sample Django project, on the broker and PostgreSQL."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from accounts.jobs.welcome import backend_pid, broken, welcome
+from accounts.models import Account
+from workers import manage, wait_for, work
+
+from conftest import POSTGRES_URL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def welcomed(account: Account) -> bool:
+    account.refresh_from_db()
+    return account.welcomed
+
+
+def test_a_job_reads_and_writes_the_orm(tmp_path) -> None:
+    account = Account.objects.create(email="ada@example.com")
+    with work(tmp_path):
+        welcome.dispatch(account.pk)
+        wait_for(lambda: welcomed(account), 60, "the account welcomed")
+
+
+def test_the_worker_closes_a_jobs_database_connection_when_the_job_ends(tmp_path) -> None:
+    account = Account.objects.create(email="bob@example.com")
+
+    def note() -> str:
+        account.refresh_from_db()
+        return account.note
+
+    def backend_gone(pid: int) -> bool:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            found = admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
+            return found.fetchone() is None
+
+    with work(tmp_path):
+        backend_pid.dispatch(account.pk)
+        first = int(wait_for(note, 60, "the first job's connection").split()[1])
+        # Celery's Django fixup closed it after the job: the server's backend has ended.
+        wait_for(lambda: backend_gone(first), 10, f"backend {first} closed after the job")
+        Account.objects.filter(pk=account.pk).update(note="")
+        backend_pid.dispatch(account.pk)
+        second = wait_for(note, 60, "the second job, on a connection of its own")
+    assert second != f"pid {first}"
+
+
+def test_a_dispatch_inside_a_transaction_is_sent_on_commit_and_not_after_a_rollback(
+    client, tmp_path
+) -> None:
+    with work(tmp_path):
+        created = client.get("/sign-up", {"email": "cy@example.com"})
+        assert created.status_code == 200
+        account = Account.objects.get(pk=created.json()["id"])
+        wait_for(lambda: welcomed(account), 60, "the job that sees the committed row")
+        failed = client.get("/sign-up", {"email": "dee@example.com", "fail": "1"})
+        assert failed.status_code == 500
+        assert not Account.objects.filter(email="dee@example.com").exists()
+        # A job sent after the rolled-back one: once it has run, so would have that one.
+        later = client.get("/sign-up", {"email": "eve@example.com"})
+        account = Account.objects.get(pk=later.json()["id"])
+        wait_for(lambda: welcomed(account), 60, "the job sent after the rollback")
+    # Nothing was sent for the rolled-back row: no dead letter of a missing account.
+    listed = manage("dlq", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "accounts.welcome" not in listed.stdout, listed.stdout
+
+
+def test_a_failing_job_is_dead_lettered_and_the_dlq_commands_work(tmp_path) -> None:
+    with work(tmp_path):
+        broken.dispatch(7)
+
+        def listed() -> str:
+            done = manage("dlq", "list")
+            found = [line for line in done.stdout.splitlines() if "accounts.broken" in line]
+            return found[0] if found else ""
+
+        line = wait_for(listed, 60, "the dead letter listed")
+    assert "account 7 cannot be welcomed" in line
+    letter = line.split()[0]
+    shown = manage("dlq", "show", letter)
+    assert shown.returncode == 0 and "accounts.broken" in shown.stdout, shown.stderr
+    replayed = manage("dlq", "replay", letter)
+    assert replayed.returncode == 0 and "replayed" in replayed.stdout, replayed.stderr
+    purged = manage("dlq", "purge", "--yes")
+    assert purged.returncode == 0 and "purged" in purged.stdout, purged.stderr
+    assert "accounts.broken" not in manage("dlq", "list").stdout
+
+
+def test_doctor_runs_through_manage_py() -> None:
+    done = manage("doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "broker" in done.stdout.lower()
+
+
+def test_an_unknown_command_is_a_message_not_a_traceback() -> None:
+    done = manage("no-such-command")
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and "no-such-command" in done.stderr
+
+
+def test_make_job_writes_a_job_and_its_test_in_the_app_and_the_projects_tests_pass(
+    tmp_path,
+) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    from workers import SAMPLE
+
+    project = tmp_path / "project"
+    shutil.copytree(SAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    done = manage("make:job", "SendWelcomeEmail", "--app", "accounts", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "created accounts/jobs/send_welcome_email.py" in done.stdout
+    assert "created accounts/test_send_welcome_email.py" in done.stdout
+    assert (
+        'name="accounts.send_welcome_email"'
+        in (project / "accounts" / "jobs" / "send_welcome_email.py").read_text()
+    )
+    refused = manage("make:job", "Other", cwd=project)
+    assert refused.returncode == 1 and "--app" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert tests.returncode == 0, tests.stdout[-5000:] + tests.stderr[-3000:]
+    assert "4 passed" in tests.stdout, tests.stdout
+
+
+def test_the_database_scheduler_runs_an_entry_once_per_due_time_under_the_leader_lock(
+    tmp_path,
+) -> None:
+    import itertools
+    import time
+
+    from accounts.models import Tick
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+    from workers import running
+
+    every = IntervalSchedule.objects.create(every=2, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.create(name="tick every 2 s", task="accounts.tick", interval=every)
+    database = {"WORKERGEN_TEST_DJANGO_SCHEDULER": "database"}
+    with (
+        work(tmp_path),
+        running(tmp_path, "schedule", "work", env=database, name="scheduler1"),
+        running(tmp_path, "schedule", "work", env=database, name="scheduler2"),
+    ):
+        wait_for(lambda: Tick.objects.count() >= 2, 60, "the entry fired")
+        time.sleep(10)
+    logs = [(tmp_path / f"scheduler{n}.log").read_text() for n in (1, 2)]
+    assert sum("elected leader" in log for log in logs) == 1, logs
+    assert sum("standing by" in log for log in logs) == 1, logs
+    times = sorted(Tick.objects.values_list("at", flat=True))
+    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
+    # Two schedulers sending would fire each due time twice, a moment apart.
+    assert len(times) >= 5 and min(gaps) > 1.0, gaps
+
+
+def test_with_django_results_a_jobs_result_is_stored_in_the_database(tmp_path) -> None:
+    from django_celery_results.models import TaskResult
+
+    results = {"WORKERGEN_TEST_DJANGO_RESULTS": "true"}
+    account = Account.objects.create(email="fay@example.com")
+    with work(tmp_path, env=results):
+        sent = manage(
+            "queue", "dispatch", "accounts.welcome", "--args", f"[{account.pk}]", env=results
+        )
+        assert sent.returncode == 0, sent.stderr
+        task_id = sent.stdout.split("id=")[1].split()[0]
+        stored = wait_for(
+            lambda: TaskResult.objects.filter(task_id=task_id, status="SUCCESS").first(),
+            60,
+            "the job's result in the database",
+        )
+    assert stored.result == '"fay@example.com"'
