@@ -113,9 +113,12 @@ def clear_rabbitmq_policies(names: Iterable[str], at_once: int = 8) -> None:
     pending = list(names)
     if ctl is None or not pending:
         return
-    clear_rabbitmq_policies_at_once(ctl, pending)
-    present = set(rabbitmq_policy_names())
-    pending = [name for name in pending if name in present]
+    cleared = clear_rabbitmq_policies_at_once(ctl, pending)
+    if len(cleared) < len(pending):
+        present = set(rabbitmq_policy_names()) - cleared
+        pending = [name for name in pending if name in present]
+    else:
+        pending = []
     while pending:
         batch, pending = pending[:at_once], pending[at_once:]
         running = [
@@ -138,28 +141,35 @@ def clear_rabbitmq_policies(names: Iterable[str], at_once: int = 8) -> None:
 PLAIN_NAME = re.compile(r"[A-Za-z0-9._:-]+")
 
 
-def clear_rabbitmq_policies_at_once(ctl: str, names: list[str]) -> None:
+def clear_rabbitmq_policies_at_once(ctl: str, names: list[str]) -> set[str]:
     """Clear these policies with one rabbitmqctl call, not one node start per policy.
 
     `rabbitmqctl clear_policy` deletes through rabbit_policy:delete/3. A session
     leaves a policy per lane of every RabbitMQ namespace, and a node start for
     each took about half a minute of both cores at the end of every session.
     What this leaves (a RabbitMQ without that function, an unusual name)
-    clear_rabbitmq_policies clears one by one.
+    clear_rabbitmq_policies clears one by one. Returns the names it cleared.
     """
     plain = [name for name in names if PLAIN_NAME.fullmatch(name)]
     if not plain:
-        return
+        return set()
     binaries = ", ".join(f'<<"{name}">>' for name in plain)
     expression = f'[rabbit_policy:delete(<<"/">>, N, <<"workergen-tests">>) || N <- [{binaries}]].'
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(
+    try:
+        done = subprocess.run(
             [ctl, "--quiet", "eval", expression],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
             timeout=120,
             check=False,
         )
+    except subprocess.TimeoutExpired:
+        return set()
+    # One `ok` per policy, in order: [ok,ok,...].
+    results = done.stdout.strip().removeprefix("[").removesuffix("]").split(",")
+    if done.returncode != 0 or len(results) != len(plain):
+        return set()
+    return {name for name, result in zip(plain, results, strict=True) if result.strip() == "ok"}
 
 
 def delete_rabbitmq_policies(namespaces: Iterable[str]) -> int:
