@@ -240,37 +240,6 @@ def create_http_app(settings: HttpSettings | None = None) -> FastAPI:
                 401, "A valid bearer token is required.", {"WWW-Authenticate": "Bearer"}
             )
 
-    def enqueue(task: Any, kwargs: dict[str, Any], idempotency_key: str | None) -> JSONResponse:
-        job_id = str(uuid.uuid4())
-        store = key = None
-        fingerprint = hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()
-        if idempotency_key is not None:
-            store = idempotency_store()
-            key = store.key(task.name, idempotency_key)
-            try:
-                first = store.claim(key, job_id, fingerprint)
-            except redis.RedisError as exc:
-                return unavailable(f"The idempotency store (LOCK_URL) is unavailable: {exc}")
-            if first is not None:
-                if first["fingerprint"] != fingerprint:
-                    raise HTTPException(
-                        409, "This Idempotency-Key was used with another body for this job."
-                    )
-                if first["state"] != "queued":
-                    raise HTTPException(
-                        409, "A request with this Idempotency-Key is still being queued."
-                    )
-                return accepted(task, first["id"], replayed=True)
-        try:
-            task.dispatch_with(kwargs=kwargs, idempotency_key=idempotency_key, task_id=job_id)
-        except QueueUnavailableError as exc:
-            if store is not None and key is not None:
-                store.release(key)
-            return unavailable(str(exc))
-        if store is not None and key is not None:
-            store.queued(key, job_id, fingerprint)
-        return accepted(task, job_id)
-
     for name, task in jobs.items():
         short = name.removeprefix(f"{project.PACKAGE}.")
         route = make_route(task, body_model(task), enqueue)
@@ -295,30 +264,7 @@ def create_http_app(settings: HttpSettings | None = None) -> FastAPI:
         known = ", ".join(sorted(jobs)) or "none"
         raise HTTPException(404, f"No job named {name!r}. Known jobs: {known}.")
 
-    @api.get("/jobs/{job_id}", dependencies=[Depends(authorized)])
-    def job_state(job_id: str) -> JSONResponse:
-        if get_settings().effective_result_backend is None:
-            return JSONResponse(
-                {
-                    "detail": "This project keeps no results (fire-and-forget), so a job's "
-                    "state is unknown. Set RESULT_BACKEND_URL (e.g. redis://localhost:6379/1) "
-                    "to follow jobs."
-                },
-                status_code=501,
-            )
-        from workergen_runtime.celery_app import app
-
-        result = app.AsyncResult(job_id)
-        try:
-            state = result.state
-            answer: dict[str, Any] = {"id": job_id, "state": state}
-            if state == "SUCCESS":
-                answer["result"] = result.result
-            elif state == "FAILURE":
-                answer["error"] = f"{type(result.result).__name__}: {result.result}"
-        except (redis.RedisError, OSError) as exc:
-            return unavailable(f"The result backend is unavailable: {exc}")
-        return JSONResponse(answer)
+    api.get("/jobs/{job_id}", dependencies=[Depends(authorized)])(job_state)
 
     @api.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -334,6 +280,74 @@ def create_http_app(settings: HttpSettings | None = None) -> FastAPI:
         return JSONResponse({"status": "ready"})
 
     return api
+
+
+def enqueue(
+    task: Any,
+    kwargs: dict[str, Any],
+    idempotency_key: str | None = None,
+    status_prefix: str = "/jobs",
+) -> JSONResponse:
+    """Queue `task` with `kwargs`: 202 with the job's id and Location, as the front door answers.
+
+    An Idempotency-Key queues once per key and job (409 for another body); a broker
+    that is down is 503 with Retry-After. The Location is `<status_prefix>/<id>`.
+    """
+    job_id = str(uuid.uuid4())
+    store = key = None
+    fingerprint = hashlib.sha256(json.dumps(kwargs, sort_keys=True).encode()).hexdigest()
+    if idempotency_key is not None:
+        store = idempotency_store()
+        key = store.key(task.name, idempotency_key)
+        try:
+            first = store.claim(key, job_id, fingerprint)
+        except redis.RedisError as exc:
+            return unavailable(f"The idempotency store (LOCK_URL) is unavailable: {exc}")
+        if first is not None:
+            if first["fingerprint"] != fingerprint:
+                raise HTTPException(
+                    409, "This Idempotency-Key was used with another body for this job."
+                )
+            if first["state"] != "queued":
+                raise HTTPException(
+                    409, "A request with this Idempotency-Key is still being queued."
+                )
+            return accepted(task, first["id"], replayed=True, status_prefix=status_prefix)
+    try:
+        task.dispatch_with(kwargs=kwargs, idempotency_key=idempotency_key, task_id=job_id)
+    except QueueUnavailableError as exc:
+        if store is not None and key is not None:
+            store.release(key)
+        return unavailable(str(exc))
+    if store is not None and key is not None:
+        store.queued(key, job_id, fingerprint)
+    return accepted(task, job_id, status_prefix=status_prefix)
+
+
+def job_state(job_id: str) -> JSONResponse:
+    """A job's state (and result or error), as `GET /jobs/<id>` answers; 501 without results."""
+    if get_settings().effective_result_backend is None:
+        return JSONResponse(
+            {
+                "detail": "This project keeps no results (fire-and-forget), so a job's "
+                "state is unknown. Set RESULT_BACKEND_URL (e.g. redis://localhost:6379/1) "
+                "to follow jobs."
+            },
+            status_code=501,
+        )
+    from workergen_runtime.celery_app import app
+
+    result = app.AsyncResult(job_id)
+    try:
+        state = result.state
+        answer: dict[str, Any] = {"id": job_id, "state": state}
+        if state == "SUCCESS":
+            answer["result"] = result.result
+        elif state == "FAILURE":
+            answer["error"] = f"{type(result.result).__name__}: {result.result}"
+    except (redis.RedisError, OSError) as exc:
+        return unavailable(f"The result backend is unavailable: {exc}")
+    return JSONResponse(answer)
 
 
 def check_broker() -> None:
@@ -368,8 +382,10 @@ def make_route(task: Any, model: type[BaseModel], enqueue: Any) -> Any:
     return route
 
 
-def accepted(task: Any, job_id: str, replayed: bool = False) -> JSONResponse:
-    location = f"/jobs/{job_id}"
+def accepted(
+    task: Any, job_id: str, replayed: bool = False, status_prefix: str = "/jobs"
+) -> JSONResponse:
+    location = f"{status_prefix.rstrip('/')}/{job_id}"
     headers = {"Location": location}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
