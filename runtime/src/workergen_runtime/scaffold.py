@@ -41,6 +41,8 @@ from workergen_runtime.scheduling.expressions import (
 )
 
 ANSWERS_FILE = ".copier-answers.yml"
+# Where `workergen add` put workers into a project of the user's (a Django project, a service).
+ADDED_ANSWERS_FILE = ".copier-answers.workergen.yml"
 ANSWERS_HEADER = "# Changes here will be overwritten by Copier; NEVER EDIT MANUALLY\n"
 STUBS_DIR = Path(__file__).parent / "stubs"
 LINE_LENGTH = 100
@@ -108,7 +110,7 @@ def find_project_root(start: Path) -> Path:
     """The closest folder at or above `start` holding `.copier-answers.yml`."""
     start = start.resolve()
     for folder in (start, *start.parents):
-        if (folder / ANSWERS_FILE).is_file():
+        if (folder / ANSWERS_FILE).is_file() or (folder / ADDED_ANSWERS_FILE).is_file():
             return folder
     raise NotInProjectError(start=start)
 
@@ -118,6 +120,8 @@ def read_answers(root: Path) -> dict[str, Any]:
     import yaml
 
     path = root / ANSWERS_FILE
+    if not path.is_file() and (root / ADDED_ANSWERS_FILE).is_file():
+        path = root / ADDED_ANSWERS_FILE
     try:
         answers = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
