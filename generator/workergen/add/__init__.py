@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "Left",
     "NewFile",
     "Plan",
+    "append_env_example",
     "compare",
     "read_text",
     "write",
@@ -131,6 +133,26 @@ def read_text(path: Path) -> str:
         raise UserMessageError(
             f"{path} is not UTF-8 text", hint="workergen add edits only UTF-8 text files."
         ) from None
+
+
+_ENV_KEY = re.compile(r"^([A-Z][A-Z0-9_]*)=", re.MULTILINE)
+
+
+def append_env_example(plan: Plan, env_file: Path, rendered: str, *, docs: str) -> None:
+    """The workers' settings appended to the project's .env.example, unless it has them all."""
+    before = read_text(env_file)
+    if set(_ENV_KEY.findall(rendered)) <= set(_ENV_KEY.findall(before)):
+        return
+    joint = before if before.endswith("\n") or not before else before + "\n"
+    header = f"# The workers' settings (workergen add, see {docs}).\n"
+    plan.edits.append(
+        Edit(
+            path=env_file.relative_to(plan.root).as_posix(),
+            before=before,
+            after=joint + ("\n" if joint else "") + header + rendered,
+            by_hand=f"the workers' settings (BROKER_URL, QUEUE_NAMESPACE, ...): see {docs}",
+        )
+    )
 
 
 def compare(plan: Plan, rendered: Path, *, owned: Callable[[str], Left | None]) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workergen.add import ANSWERS_FILE, Edit, Left, Plan, compare, read_text
+from workergen.add import ANSWERS_FILE, Edit, Left, Plan, append_env_example, compare, read_text
 from workergen.errors import UserMessageError
 
 NAME = "django"
@@ -30,9 +30,6 @@ RESULTS_APP = "django_celery_results"
 TEST_PLUGIN = "workergen_runtime.django.testing"
 
 INIT_LINES = 'from .celery import app as celery_app\n\n__all__ = ("celery_app",)\n'
-ENV_HEADER = "# The workers' settings (workergen add, see docs/django.md).\n"
-
-_ENV_KEY = re.compile(r"^([A-Z][A-Z0-9_]*)=", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -167,7 +164,7 @@ def plan(project: DjangoProject, rendered: Path, answers: Mapping[str, Any]) -> 
     env_file = project.root / ".env.example"
     if env_file.exists():
         rendered_env.unlink()
-        _edit_env(result, env_file, env_text)
+        append_env_example(result, env_file, env_text, docs="docs/django.md")
     _pytest_setup(result, project, rendered)
 
     added_before = (project.root / ANSWERS_FILE).is_file()
@@ -192,23 +189,6 @@ def plan(project: DjangoProject, rendered: Path, answers: Mapping[str, Any]) -> 
     _edit_init(result, project)
     _edit_installed_apps(result, project, answers)
     return result
-
-
-def _edit_env(result: Plan, env_file: Path, rendered: str) -> None:
-    before = read_text(env_file)
-    ours = set(_ENV_KEY.findall(rendered))
-    if ours <= set(_ENV_KEY.findall(before)):
-        return
-    joint = before if before.endswith("\n") or not before else before + "\n"
-    after = joint + ("\n" if joint else "") + ENV_HEADER + rendered
-    result.edits.append(
-        Edit(
-            path=".env.example",
-            before=before,
-            after=after,
-            by_hand="the workers' settings (BROKER_URL, QUEUE_NAMESPACE, ...): see docs/django.md",
-        )
-    )
 
 
 def _pytest_setup(result: Plan, project: DjangoProject, rendered: Path) -> None:

@@ -20,6 +20,7 @@ import typer
 
 from workergen.add import ANSWERS_FILE, Edit, Kind, Plan, write
 from workergen.add import django as django_kind
+from workergen.add import service as service_kind
 from workergen.answers import collect_answers, flag_for, make_environment, merge_given, parse_data
 from workergen.commands.new import terminal_is_interactive
 from workergen.errors import UserMessageError
@@ -39,7 +40,7 @@ from workergen.render import render_project
 from workergen.runtime_source import checkout_runtime
 from workergen.template_source import locate_template
 
-KINDS: tuple[Kind, ...] = (django_kind,)
+KINDS: tuple[Kind, ...] = (django_kind, service_kind)
 """The kinds of project `workergen add` knows, tried in this order."""
 
 ADD_FLAGS: dict[str, str] = {
@@ -51,7 +52,13 @@ ADD_FLAGS: dict[str, str] = {
 """The flag that answers each question `workergen add` asks."""
 
 # Answers `workergen add` takes from the project; `--data` may not say otherwise.
-FROM_THE_PROJECT = ("add_to", "django_app", "package_name")
+FROM_THE_PROJECT = (
+    "add_to",
+    "django_app",
+    "package_name",
+    "service_framework",
+    "service_package",
+)
 
 _ANSWERS = "Answers (see docs/django.md)"
 
@@ -107,7 +114,7 @@ def add(
     yes: Yes = False,
     pretend: Pretend = False,
 ) -> None:
-    """Add workergen's workers to the project in the current folder (a Django project).
+    """Add workergen's workers to the project in the current folder (Django, FastAPI, Python).
 
     Run it where manage.py is. It writes only files of its own (the Celery app
     beside the settings, <settings>/workers.py with the answers, <app>/jobs/,
@@ -164,8 +171,11 @@ def detect(root: Path) -> Kind:
         if kind.recognises(root):
             return kind
     raise UserMessageError(
-        f"{root} is not a project workergen add knows: no manage.py here (a Django project)",
-        hint="Run workergen add in the folder that holds manage.py. "
+        f"{root} is not a project workergen add knows: no manage.py here (a Django project), "
+        "nor a pyproject.toml or requirements.txt beside a Python package (a FastAPI or "
+        "plain Python service)",
+        hint="Run workergen add in the folder that holds manage.py, or your service's "
+        "pyproject.toml and package (docs/existing-projects.md). "
         "For a worker project of its own, run `workergen new NAME`.",
     )
 
@@ -198,15 +208,20 @@ def _ask(
     interactive: bool,
 ) -> dict[str, Any]:
     """Every answer of a first add: the kind's own, and those asked like `workergen new`."""
-    app = app or _choose_app(kind.apps(project), interactive=interactive, defaults=defaults)
+    if app is None and hasattr(kind, "default_app"):
+        app = kind.default_app(project)
+    if app is None:
+        app = _choose_app(kind.apps(project), interactive=interactive, defaults=defaults)
     kind.check_app(project, app)
     fixed = kind.fixed_answers(project, app)
     questionnaire = _with_default(questionnaire, "queue_namespace", kind.namespace_default(project))
+    for name, value in getattr(kind, "question_defaults", lambda _: {})(project).items():
+        questionnaire = _with_default(questionnaire, name, value)
     given = merge_given(
         questionnaire, flags=flags, data=parse_data(data or ()), flag_names=ADD_FLAGS
     )
     for name in FROM_THE_PROJECT:
-        if name in given and given[name] != fixed[name]:
+        if name in given and name in fixed and given[name] != fixed[name]:
             raise UserMessageError(
                 f"{name} is taken from the project ({fixed[name]!r}); --data says {given[name]!r}",
                 hint="Leave it out: workergen add reads it from manage.py and --app.",
@@ -319,6 +334,8 @@ def _indent(text: str) -> str:
 
 def next_commands(answers: dict[str, Any]) -> list[str]:
     """The commands that take the project to a running worker."""
+    if answers.get("add_to") == service_kind.NAME:
+        return service_kind.next_commands(answers)
     extras = ["django", *(["sqs"] if answers.get("broker") == "sqs" else [])]
     requirement = f"[{','.join(extras)}]"
     runtime = checkout_runtime()
