@@ -259,6 +259,35 @@ def test_your_env_example_gets_the_settings_appended_and_your_conftest_stays(pro
     assert "configures pytest already" in result.output
 
 
+def test_on_a_terminal_it_asks_the_questions_that_matter(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from workergen.commands import add as add_command
+
+    asked: dict[str, object] = {}
+
+    def ask(question, default, validate):
+        asked[question.name] = default
+        return {"broker": "rabbitmq", "django_scheduler": "database"}.get(question.name, default)
+
+    monkeypatch.setattr(add_command, "terminal_is_interactive", lambda: True)
+    monkeypatch.setattr(add_command, "_ask_on_terminal", ask)
+
+    result = run(project, "add", "--app", "accounts", "--yes")
+
+    assert result.exit_code == 0, result.output
+    assert asked == {
+        "broker": "redis",
+        "rabbitmq_queue_type": "classic",
+        "queue_namespace": "shop",
+        "lanes": "critical,default,batch",
+        "django_scheduler": "crons",
+        "django_results": False,
+    }
+    workers = module_values(project / "config" / "workers.py")
+    assert (workers["BROKER"], workers["DJANGO_SCHEDULER"]) == ("rabbitmq", "database")
+
+
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
