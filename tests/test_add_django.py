@@ -539,6 +539,7 @@ def test_an_added_project_tests_itself_and_its_worker_reads_the_orm(
     )
     out = tmp_path / "users.txt"
     pidfile = tmp_path / "worker.pid"
+    log = (tmp_path / "worker.log").open("w")
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -552,9 +553,8 @@ def test_an_added_project_tests_itself_and_its_worker_reads_the_orm(
             str(pidfile),
         ],
         cwd=project,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
-        text=True,
     )
     try:
         manage(
@@ -569,7 +569,7 @@ def test_an_added_project_tests_itself_and_its_worker_reads_the_orm(
         deadline = time.monotonic() + 60
         while not out.exists() and worker.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert out.exists(), "the job did not run"
+        assert out.exists(), "the job did not run:\n" + (tmp_path / "worker.log").read_text()
         assert out.read_text() == "ada,grace"
     finally:
         worker.terminate()
@@ -578,4 +578,5 @@ def test_an_added_project_tests_itself_and_its_worker_reads_the_orm(
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait()
+        log.close()
         delete_redis_keys(redis_url, [namespace])
