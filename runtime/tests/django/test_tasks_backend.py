@@ -8,14 +8,8 @@ End to end: a worker of the sample project runs them on the run's broker.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,7 +24,9 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from workers import manage, wait_for, work
 
+from conftest import REDIS_URL, require
 from workergen_runtime import project
 from workergen_runtime.celery_app import create_app
 from workergen_runtime.deadletter import MALFORMED, DeadLetter, DeadLetterStore
@@ -52,20 +48,6 @@ except ImportError:
 BACKEND = "workergen_runtime.django.tasks.WorkergenBackend"
 NAMESPACE = "djtasks"
 LANES = project.LANES
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-# The suite's Redis database, never db 0 (tests/support/brokers.py).
-REDIS_URL = os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
-
-
-def require_redis() -> None:
-    """Skip without Redis; under CI=true fail instead."""
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-    except OSError:
-        reason = f"Redis is not reachable at {REDIS_URL}"
-        if IN_CI:
-            pytest.fail(f"CI=true requires Redis: {reason}", pytrace=False)
-        pytest.skip(reason)
 
 
 @task
@@ -176,25 +158,30 @@ def test_every_priority_has_its_redis_step_higher_first() -> None:
     assert steps == sorted(steps, reverse=True)
 
 
-@pytest.mark.parametrize("priority", PRIORITIES)
-def test_a_priority_is_kept_only_where_the_broker_keeps_it(use_app: Any, priority: int) -> None:
+def test_every_priority_is_kept_only_where_the_broker_keeps_it(use_app: Any) -> None:
     # The project's own broker (its default URL): the backend asks nothing of it yet.
     backend = use_app(create_app(Settings(_env_file=None, queue_namespace=NAMESPACE)))
     assert backend.supports_priority is (project.BROKER == "redis")
-    if priority != 0 and project.BROKER != "redis":
-        with pytest.raises(InvalidTask) as refused:
-            app_tasks.add.using(priority=priority)
-        reason = {
-            "rabbitmq": "RabbitMQ lanes are declared without x-max-priority",
-            "sqs": "SQS queues have no priorities",
-        }[project.BROKER]
-        assert str(refused.value).startswith(f"Priority {priority} cannot be kept: {reason}")
-        assert str(refused.value).endswith("Leave the priority at 0.")
-    elif not -100 <= priority <= 100:
-        with pytest.raises(InvalidTask, match="priority must be a whole number between"):
-            app_tasks.add.using(priority=priority)
-    else:
-        assert app_tasks.add.using(priority=priority).priority == priority
+    reason = {
+        "redis": None,
+        "rabbitmq": "RabbitMQ lanes are declared without x-max-priority",
+        "sqs": "SQS queues have no priorities",
+    }[project.BROKER]
+    for priority in range(-101, 102):
+        if priority != 0 and reason:
+            with pytest.raises(InvalidTask) as refused:
+                app_tasks.add.using(priority=priority)
+            assert str(refused.value) == (
+                f"Priority {priority} cannot be kept: {reason}, so RabbitMQ ignores priorities. "
+                "Leave the priority at 0."
+                if project.BROKER == "rabbitmq"
+                else f"Priority {priority} cannot be kept: {reason}. Leave the priority at 0."
+            )
+        elif not -100 <= priority <= 100:
+            with pytest.raises(InvalidTask, match="priority must be a whole number between"):
+                app_tasks.add.using(priority=priority)
+        else:
+            assert app_tasks.add.using(priority=priority).priority == priority
 
 
 @pytest.mark.parametrize("priority", PRIORITIES[1:-1])
@@ -327,7 +314,7 @@ def test_without_a_result_backend_results_cannot_be_read(backend: Any) -> None:
 
 @pytest.fixture
 def with_results(use_app: Any) -> Iterator[Any]:
-    require_redis()
+    require("Redis", REDIS_URL)
     backend = use_app(memory_app(result_backend_url=REDIS_URL))
     enqueued: list[str] = []
     tasks.task_enqueued.connect(
@@ -463,7 +450,14 @@ class Message:
 
 @pytest.mark.parametrize(
     "args",
-    [["os.system", ["true"], {}], ["builtins.eval", ["1"], {}], [1, [], {}], ["a.b"], []],
+    [
+        ["os.system", ["true"], {}],
+        ["builtins.eval", ["1"], {}],
+        [1, [], {}],
+        ["accounts.tasks.add", {"a": 1}, []],
+        ["accounts.tasks.add"],
+        [],
+    ],
 )
 def test_a_message_naming_anything_else_is_dead_lettered_as_malformed(
     backend: Any, monkeypatch: pytest.MonkeyPatch, args: list[Any]
@@ -490,54 +484,21 @@ def test_a_message_naming_a_task_of_an_installed_app_is_taken(backend: Any) -> N
 
 # --- end to end: a worker of the sample project ----------------------------------------------
 
-SAMPLE = Path(__file__).resolve().parent / "sample"
 WAIT = 60
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[Path]:
-    """A worker of the sample project on every lane, one process; yields its log's path."""
-    pidfile, log = tmp_path / "worker.pid", tmp_path / "worker.log"
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "workergen", "queue", "work", "--concurrency", "1"]
-            + ["--pidfile", str(pidfile), "--hostname", f"djtasks-{uuid.uuid4().hex[:8]}@%h"],
-            cwd=SAMPLE,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield log
-    finally:
-        pid = int(pidfile.read_text()) if pidfile.exists() else process.pid
-        os.kill(pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
-            process.wait(10)
+def worker(tmp_path: Path) -> Iterator[None]:
+    with work(tmp_path):
+        yield
 
 
-def until(check: Any, log: Path, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.3)
-    pytest.fail(f"no {what} within {WAIT} s; the worker's log:\n{log.read_text()[-5000:]}")
-
-
-def dead_letters() -> list[dict[str, Any]]:
-    """What `manage.py workergen dlq list --json` shows."""
-    listed = subprocess.run(
-        [sys.executable, "manage.py", "workergen", "dlq", "list", "--json"],
-        cwd=SAMPLE,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def dead_letter(task_id: str) -> dict[str, Any] | None:
+    """The dead letter of a job as `manage.py workergen dlq list --json` shows it, if listed."""
+    listed = manage("dlq", "list", "--json")
     assert listed.returncode == 0, listed.stderr
-    return [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
+    letters = [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
+    return next((letter for letter in letters if letter["task_id"] == task_id), None)
 
 
 def account(email: str) -> Any:
@@ -552,35 +513,38 @@ def reloaded(row: Any) -> Any:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_task_runs_on_the_worker_beside_a_job(worker: Path) -> None:
+def test_a_task_runs_on_the_worker_beside_a_job(worker: None) -> None:
     from accounts.jobs.welcome import welcome
 
     row = account("task@example.com")
     result = app_tasks.note.enqueue(row.pk, "from a task")  # the critical lane
     welcome.dispatch(row.pk)
-    until(lambda: reloaded(row).note == "from a task" and row.welcomed, worker, "task and job")
+    wait_for(lambda: reloaded(row).note == "from a task" and row.welcomed, WAIT, "both ran")
     assert result.status == TaskResultStatus.READY  # no result backend in this run
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_task_runs_after_its_run_after(worker: Path) -> None:
+def test_an_async_task_runs_on_the_worker(worker: None) -> None:
+    row = account("async@example.com")
+    app_tasks.note_later.enqueue(row.pk, "awaited")
+    wait_for(lambda: reloaded(row).note == "awaited", WAIT, "the async task")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_runs_after_its_run_after(worker: None) -> None:
     row = account("later@example.com")
     app_tasks.note.enqueue(row.pk, "warm")  # the worker is up once this ran
-    until(lambda: reloaded(row).note == "warm", worker, "first task")
+    wait_for(lambda: reloaded(row).note == "warm", WAIT, "the first task")
     queued = time.monotonic()
     app_tasks.note.using(run_after=datetime.now(UTC) + timedelta(seconds=3)).enqueue(row.pk, "late")
-    until(lambda: reloaded(row).note == "late", worker, "delayed task")
+    wait_for(lambda: reloaded(row).note == "late", WAIT, "the delayed task")
     assert time.monotonic() - queued >= 2.5
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: Path) -> None:
+def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: None) -> None:
     result = app_tasks.fail.enqueue("broken on purpose")
-    letter = until(
-        lambda: next((x for x in dead_letters() if x["task_id"] == result.id), None),
-        worker,
-        "dead letter",
-    )
+    letter = wait_for(lambda: dead_letter(result.id), WAIT, "its dead letter")
     assert (letter["task_name"], letter["reason"]) == (tasks.TASK_JOB, "failed")
     assert letter["exception"] == "ValueError: broken on purpose"
     assert letter["args"] == ["accounts.tasks.fail", ["broken on purpose"], {}]
@@ -588,16 +552,12 @@ def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: Path) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_message_naming_another_module_is_dead_lettered_unrun(
-    worker: Path, tmp_path: Path
+    worker: None, tmp_path: Path
 ) -> None:
     touched = tmp_path / "touched"
     job = task_backends["default"].job
     sent = job.dispatch_with(args=["os.system", [f"touch {touched}"], {}])
-    letter = until(
-        lambda: next((x for x in dead_letters() if x["task_id"] == sent.id), None),
-        worker,
-        "dead letter",
-    )
+    letter = wait_for(lambda: dead_letter(sent.id), WAIT, "its dead letter")
     assert letter["reason"] == MALFORMED
     assert "'os.system' is not in a module of an installed app" in letter["exception"]
     assert not touched.exists()
@@ -611,7 +571,7 @@ def test_on_redis_the_higher_priority_runs_first(tmp_path: Path) -> None:
     row = account("order@example.com")
     for priority in (-100, 0, 100, -10):
         app_tasks.append.using(priority=priority).enqueue(row.pk, str(priority))
-    with contextlib.ExitStack() as stack:
-        log = stack.enter_context(contextlib.contextmanager(worker.__wrapped__)(tmp_path))
-        until(lambda: len(reloaded(row).note.split()) == 4, log, "four tasks")
+    # Queued before the worker starts: it takes them one at a time, by priority.
+    with work(tmp_path):
+        wait_for(lambda: len(reloaded(row).note.split()) == 4, WAIT, "the four tasks")
     assert row.note.split() == ["100", "0", "-10", "-100"]
