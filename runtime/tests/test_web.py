@@ -17,9 +17,10 @@ APP = f"""
 import json
 from fastapi import FastAPI, Header
 from fastapi.testclient import TestClient
+# Before the project's package: importing the helpers reads no answer.
+from workergen_runtime.web import dispatch_job, job_status_router
 import {PACKAGE}
 from {PACKAGE}.jobs.hello import HelloJob
-from workergen_runtime.web import dispatch_job, job_status_router
 
 PREFIX = {{prefix!r}}
 app = FastAPI()

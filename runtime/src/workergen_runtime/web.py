@@ -5,7 +5,8 @@ A route of yours checks its body as it likes, then hands the job to
 `Location: /jobs/<id>` and the front door's JSON body (`id`, `job`,
 `status_url`). `job_status_router()` is the front door's `GET /jobs/{id}`, to
 mount in your app. Both are the front door's own code (`ops.http_api`); the
-`http` extra brings FastAPI.
+`http` extra brings FastAPI. Importing this module reads nothing, so a routes
+module may import it before the project's package (which binds the runtime).
 
     from fastapi import APIRouter
     from workergen_runtime.web import dispatch_job, job_status_router
@@ -23,12 +24,12 @@ mount in your app. Both are the front door's own code (`ops.http_api`); the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, params
-from fastapi.responses import JSONResponse
 
-from workergen_runtime.ops.http_api import enqueue, job_state
+if TYPE_CHECKING:
+    from fastapi.responses import JSONResponse
 
 __all__ = ["JOB_STATUS_PREFIX", "dispatch_job", "job_status_router"]
 
@@ -51,6 +52,8 @@ def dispatch_job(
     is queued once per key: a repeat gets the first answer, another body 409.
     Pass `status_prefix` when the status router is mounted elsewhere.
     """
+    from workergen_runtime.ops.http_api import enqueue
+
     return enqueue(job, dict(kwargs or {}), idempotency_key, status_prefix)
 
 
@@ -65,6 +68,8 @@ def job_status_router(
     `error`); 501 when the project keeps no results (RESULT_BACKEND_URL unset).
     `dependencies` guard it as your other routes are (your authentication).
     """
+    from workergen_runtime.ops.http_api import job_state
+
     router = APIRouter(prefix=prefix.rstrip("/"), dependencies=list(dependencies or ()))
     router.get(
         "/{job_id}",
