@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
-from typer.testing import CliRunner
 
 from support.cleanup import delete_redis_keys
 from support.projects import Project, unique_namespace
-from workergen.cli import app
+from test_add_django import run, snapshot
 
-runner = CliRunner()
 ANSWERS = ".copier-answers.workergen.yml"
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME_RANGE = ">=0.1,<0.2"
@@ -82,23 +80,6 @@ def plain_service(folder: Path) -> Path:
 @pytest.fixture
 def service(tmp_path: Path) -> Path:
     return fastapi_service(tmp_path / "shop")
-
-
-def run(cwd: Path, *args: str, input: str | None = None):
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(app, list(args), input=input)
-    finally:
-        os.chdir(old)
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {
-        path.relative_to(root).as_posix(): path.read_bytes()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts
-    }
 
 
 def own_tests(root: Path) -> subprocess.CompletedProcess[str]:
