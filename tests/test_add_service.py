@@ -18,7 +18,8 @@ import yaml
 
 from support.cleanup import delete_redis_keys
 from support.projects import Project, unique_namespace
-from test_add_django import run, snapshot
+from support.releases import clone_repository, commit_all, git, make_release
+from test_add_django import git_identity, run, snapshot  # noqa: F401 (a git that can commit)
 
 ANSWERS = ".copier-answers.workergen.yml"
 REPO = Path(__file__).resolve().parents[1]
@@ -350,3 +351,33 @@ def test_make_job_and_doctor_run_in_the_service(service: Path):
     # The new job's test is one of the service's tests, and passes.
     done = own_tests(service)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_workergen_update_brings_a_fix_of_the_generated_projects_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    clone = clone_repository(tmp_path / "workergen")
+    monkeypatch.setenv("WORKERGEN_TEMPLATE_URL", str(clone))
+    service = fastapi_service(tmp_path / "shop")
+    assert run(service, "add", "--defaults", "--yes").exit_code == 0
+    git(service, "init", "-q")
+    commit_all(service, "Workers added")
+    result = run(service, "update")
+    assert result.exit_code == 0, result.output
+    assert "up to date" in result.output
+
+    # A newer template fixes a file of every generated project: the service's workers get it.
+    source = clone / "template" / "{{package_name}}" / "app.py"
+    source.write_text(source.read_text() + "# A fix of the template.\n")
+    commit_all(clone, "Template: a fix of the app module")
+    make_release(clone, "9.9.0")
+    pyproject = (service / "pyproject.toml").read_bytes()
+
+    result = run(service, "update", "--template", str(clone))
+
+    assert result.exit_code == 0, result.output
+    assert "changed  shop_workers/app.py" in result.output
+    assert (service / "shop_workers" / "app.py").read_text().endswith("# A fix of the template.\n")
+    assert (service / "pyproject.toml").read_bytes() == pyproject
+    assert (service / "app" / "main.py").read_text() == MAIN
+    assert yaml.safe_load((service / ANSWERS).read_text())["_commit"].startswith("v9.9.0")
