@@ -67,7 +67,8 @@ App = Annotated[
     typer.Option(
         "--app",
         metavar="APP",
-        help="The Django app whose jobs/ package holds the jobs (a folder with apps.py).",
+        help="The Django app whose jobs/ package holds the jobs (a folder with apps.py); "
+        "in a FastAPI service, the package that creates the app.",
         show_default=False,
         rich_help_panel=_ANSWERS,
     ),
@@ -116,7 +117,7 @@ def add(
 ) -> None:
     """Add workergen's workers to the project in the current folder (Django, FastAPI, Python).
 
-    Run it where manage.py is. It writes only files of its own (the Celery app
+    In a Django project, run it where manage.py is. It writes only files of its own (the Celery app
     beside the settings, <settings>/workers.py with the answers, <app>/jobs/,
     deploy/workers/, the pytest set-up and .env.example when the project has
     none) and never overwrites a file of yours. Edits of your files (the settings
@@ -126,6 +127,12 @@ def add(
     missing. The answers go to .copier-answers.workergen.yml, so that
     `workergen update` (or `copier update --answers-file
     .copier-answers.workergen.yml`) brings template fixes later. See docs/django.md.
+
+    In a FastAPI or plain Python service (a pyproject.toml or requirements.txt
+    beside a package), it writes a worker package of its own (<service>_workers/,
+    `python -m <package> ...`), its tests in tests/jobs/, deploy/workers/ and,
+    for FastAPI, example routes in --app's package; it asks to add
+    workergen-runtime to your dependencies. See docs/existing-projects.md.
 
     Example: workergen add --app accounts --broker redis --defaults
     """
