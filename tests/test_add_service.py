@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -381,3 +382,58 @@ def test_workergen_update_brings_a_fix_of_the_generated_projects_files(
     assert (service / "pyproject.toml").read_bytes() == pyproject
     assert (service / "app" / "main.py").read_text() == MAIN
     assert yaml.safe_load((service / ANSWERS).read_text())["_commit"].startswith("v9.9.0")
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "expected"),
+    [
+        (
+            '[project]\nname = "x"\ndependencies = [\n    "fastapi",\n    "uvicorn[standard]"\n]\n'
+            "\n[tool.ruff]\nline-length = 100\n",
+            '[project]\nname = "x"\ndependencies = [\n    "fastapi",\n    "uvicorn[standard]",\n'
+            '    "workergen-runtime[http]>=0.1,<0.2",\n]\n\n[tool.ruff]\nline-length = 100\n',
+        ),
+        (
+            '[project]\nname = "x"\ndependencies = ["fastapi"]  # ours\n',
+            '[project]\nname = "x"\ndependencies = ["fastapi", "workergen-runtime[http]>=0.1,<0.2"]'
+            "  # ours\n",
+        ),
+        (
+            '[project]\nname = "x"\ndependencies = []\n',
+            '[project]\nname = "x"\ndependencies = ["workergen-runtime[http]>=0.1,<0.2"]\n',
+        ),
+        ('[project]\nname = "x"\ndynamic = ["dependencies"]\n', None),
+        ('[tool.poetry]\nname = "x"\n', None),
+    ],
+    ids=["multi-line", "one-line", "empty", "dynamic", "no-project-table"],
+)
+def test_the_dependency_is_appended_where_toml_reads_it(pyproject: str, expected: str | None):
+    from workergen.add.service import add_project_dependency
+
+    assert add_project_dependency(pyproject, "workergen-runtime[http]>=0.1,<0.2") == expected
+
+
+def test_a_service_with_fastapi_in_its_requirements_gets_the_routes_in_its_package(tmp_path: Path):
+    service = tmp_path / "orders"
+    (service / "api").mkdir(parents=True)
+    (service / "api" / "__init__.py").write_text("")
+    (service / "worker").mkdir()
+    (service / "worker" / "__init__.py").write_text("")
+    (service / "requirements.txt").write_text("fastapi[standard]==0.115.0")
+
+    result = run(service, "add", "--defaults", "--yes", "--app", "api")
+
+    assert result.exit_code == 0, result.output
+    assert (service / "api" / "worker_routes.py").is_file()
+    assert (service / "requirements.txt").read_text() == (
+        f"fastapi[standard]==0.115.0\nworkergen-runtime[http]{RUNTIME_RANGE}\n"
+    )
+    # Two packages and no FastAPI( call to tell them apart: --app is needed.
+    other = tmp_path / "billing"
+    shutil.copytree(service, other, ignore=shutil.ignore_patterns("*workers*", ".copier*"))
+    (other / "requirements.txt").write_text("fastapi\n")
+    refused = run(other, "add", "--defaults", "--yes")
+    assert refused.exit_code == 1
+    assert "which package holds your FastAPI app? api, worker" in refused.output
+    assert "Pass --app PACKAGE" in refused.output
+    assert not (other / "billing_workers").exists()

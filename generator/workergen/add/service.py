@@ -141,12 +141,21 @@ def apps(project: Service) -> tuple[str, ...]:
     return project.app_packages or project.packages
 
 
-def default_app(project: Service) -> str | None:
-    """The package of the example routes when there is no choice to make; "" for plain Python."""
+def default_app(project: Service) -> str:
+    """The package of the example routes, when the service leaves no choice; "" for plain Python.
+
+    A user error naming the candidates when there is a choice (pass --app).
+    """
     if project.framework == PLAIN:
         return ""
     choices = apps(project)
-    return choices[0] if len(choices) == 1 else None
+    if len(choices) == 1:
+        return choices[0]
+    makes = "make a FastAPI app" if project.app_packages else "are this service's packages"
+    raise UserMessageError(
+        f"which package holds your FastAPI app? {', '.join(choices)} {makes}",
+        hint="Pass --app PACKAGE: the example routes (worker_routes.py) go in it.",
+    )
 
 
 def check_app(project: Service, app: str) -> None:
