@@ -437,3 +437,13 @@ def test_a_service_with_fastapi_in_its_requirements_gets_the_routes_in_its_packa
     assert "which package holds your FastAPI app? api, worker" in refused.output
     assert "Pass --app PACKAGE" in refused.output
     assert not (other / "billing_workers").exists()
+
+
+def test_a_folder_with_manage_py_is_a_django_project_first(service: Path):
+    (service / "manage.py").write_text("print('not a real one')\n")
+
+    result = run(service, "add", "--defaults", "--yes")
+
+    assert result.exit_code == 1
+    assert "manage.py sets no default DJANGO_SETTINGS_MODULE" in result.output
+    assert not (service / "shop_workers").exists()
