@@ -61,7 +61,10 @@ def recognises(root: Path) -> bool:
 
 
 def inspect(root: Path) -> Service:
-    """The service at `root`; a user error when it declares its dependencies nowhere we edit."""
+    """The service at `root`: where its dependencies are, its packages, its framework.
+
+    A user error when its pyproject.toml is not valid TOML.
+    """
     dependencies = _dependency_file(root)
     packages = _packages(root)
     app_packages = tuple(name for name in packages if _makes_fastapi_app(root / name))
@@ -215,7 +218,7 @@ def plan(project: Service, rendered: Path, answers: Mapping[str, Any]) -> Plan:
     def owned(relative: str) -> Left | None:
         if relative == ANSWERS_FILE:
             return None
-        if added_before and not relative.startswith(f"{package}/__init__"):
+        if added_before:
             return Left(relative, "kept as you left it (`workergen update` merges into it)", False)
         if relative.startswith(("deploy/", "tests/")) or relative.endswith("/worker_routes.py"):
             return Left(relative, "yours, kept: compare it with docs/existing-projects.md", False)
