@@ -37,3 +37,32 @@ def test_the_runtime_django_tests_pass(broker: str) -> None:
     assert done.returncode == 0, output
     assert re.search(r"\b[1-9]\d* passed\b", done.stdout), output
     assert f"django sample project: broker {broker}, database {database}" in done.stdout, output
+
+
+def test_workergen_make_job_writes_into_the_django_app_that_app_names(tmp_path: Path) -> None:
+    import shutil
+
+    project = tmp_path / "site"
+    shutil.copytree(DJANGO_TESTS / "sample", project, ignore=shutil.ignore_patterns("__pycache__"))
+    (project / ".copier-answers.workergen.yml").write_text(
+        "add_to: django\ndjango_app: accounts\nlanes: default,critical\n"
+    )
+
+    def make(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "workergen", "make:job", *args],
+            cwd=project / "accounts",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = make("SendInvoice", "--app", "accounts", "--queue", "critical")
+    assert done.returncode == 0, done.stderr
+    job = project / "accounts" / "jobs" / "send_invoice.py"
+    assert '@job(name="accounts.send_invoice", queue="critical")' in job.read_text()
+    assert (project / "accounts" / "test_send_invoice.py").is_file()
+    refused = make("Other")
+    assert refused.returncode == 1 and "--app" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (project / "accounts" / "jobs" / "other.py").exists()

@@ -33,6 +33,13 @@ FORWARDED: dict[str, Any] = {
 def run_project_command(ctx: typer.Context, spelling: str) -> None:
     """Run the project's own `spelling` command with the arguments given to workergen."""
     args = list(ctx.args)
+    from workergen_runtime.scaffold import find_django_project
+
+    if find_django_project(Path.cwd()) is not None:
+        # Workers added to a Django project (`workergen add`): the job goes in the app
+        # --app names.
+        run_runtime_command(spelling, args)
+        return
     try:
         project = find_project(Path.cwd())
     except NotAProjectError:
@@ -57,6 +64,11 @@ def run_project_command(ctx: typer.Context, spelling: str) -> None:
             hint="Run `workergen update` in the project first (docs/updating.md), or run "
             f"`python -m {package} {spelling}` there.",
         )
+    run_runtime_command(spelling, args)
+
+
+def run_runtime_command(spelling: str, args: list[str]) -> None:
+    """The runtime's `spelling` command (workergen_runtime.cli.make) with `args`."""
     from workergen_runtime import scaffold
     from workergen_runtime.cli import make as make_cli
     from workergen_runtime.errors import ProjectError

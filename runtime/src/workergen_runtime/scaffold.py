@@ -41,6 +41,8 @@ from workergen_runtime.scheduling.expressions import (
 )
 
 ANSWERS_FILE = ".copier-answers.yml"
+# Where `workergen add` records its answers in a Django project (beside manage.py).
+ADDED_ANSWERS_FILE = ".copier-answers.workergen.yml"
 # Where `workergen add` put workers into a project of the user's (a Django project, a service).
 ADDED_ANSWERS_FILE = ".copier-answers.workergen.yml"
 ANSWERS_HEADER = "# Changes here will be overwritten by Copier; NEVER EDIT MANUALLY\n"
@@ -115,11 +117,11 @@ def find_project_root(start: Path) -> Path:
     raise NotInProjectError(start=start)
 
 
-def read_answers(root: Path) -> dict[str, Any]:
-    """The answers copier recorded in `.copier-answers.yml`, parsed as YAML."""
+def read_answers(root: Path, file: str = ANSWERS_FILE) -> dict[str, Any]:
+    """The answers copier recorded in `.copier-answers.yml` (or `file`), parsed as YAML."""
     import yaml
 
-    path = root / ANSWERS_FILE
+    path = root / file
     if not path.is_file() and (root / ADDED_ANSWERS_FILE).is_file():
         path = root / ADDED_ANSWERS_FILE
     try:
@@ -140,11 +142,11 @@ def dump_answers(answers: dict[str, Any]) -> str:
     )
 
 
-def read_answer(root: Path, key: str) -> str:
-    """One text answer from `.copier-answers.yml`."""
-    value = read_answers(root).get(key)
+def read_answer(root: Path, key: str, file: str = ANSWERS_FILE) -> str:
+    """One text answer from `.copier-answers.yml` (or `file`)."""
+    value = read_answers(root, file).get(key)
     if not isinstance(value, str):
-        raise ScaffoldError(f"{ANSWERS_FILE} has no {key!r} answer")
+        raise ScaffoldError(f"{file} has no {key!r} answer")
     return value
 
 
@@ -536,7 +538,14 @@ def make_in_project(request: MakeRequest, start: Path | None = None) -> list[str
     from workergen_runtime import project
 
     if project.bound() and project.FRAMEWORK == "django":
-        return make_in_django_app(request)
+        root = Path(sys.modules[project.PACKAGE].__file__ or "").resolve().parent.parent
+        return make_in_django_app(request, root, tuple(project.LANES))
+    if not project.bound():
+        django_root = find_django_project(start or Path.cwd())
+        if django_root is not None:
+            return make_in_django_app(
+                request, django_root, answered_lanes(django_root, ADDED_ANSWERS_FILE)
+            )
     if request.app:
         raise ScaffoldError(
             "--app names the Django app to write into; this project is not a Django project",
@@ -554,30 +563,44 @@ def make_in_project(request: MakeRequest, start: Path | None = None) -> list[str
     return make(root, request, package=package, lanes=tuple(project.LANES))
 
 
-def make_in_django_app(request: MakeRequest) -> list[str]:
+def find_django_project(start: Path) -> Path | None:
+    """The closest folder at or above `start` where `workergen add` added workers to Django."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ADDED_ANSWERS_FILE).is_file() and (folder / "manage.py").is_file():
+            return folder
+        if (folder / ANSWERS_FILE).is_file():
+            return None
+    return None
+
+
+def make_in_django_app(request: MakeRequest, root: Path, lanes: tuple[str, ...]) -> list[str]:
     """`make:job --app APP` in a Django project: the job and its test go in that app.
 
-    The project's root is the folder that holds its settings package.
+    The project's root is the folder of manage.py, which holds its settings package.
     """
-    from workergen_runtime import project
-
     if not request.app:
         raise ScaffoldError(
             f"in a Django project a {request.kind} goes in one of its apps",
             hint="Name it with --app, e.g. --app accounts.",
         )
-    root = Path(sys.modules[project.PACKAGE].__file__ or "").resolve().parent.parent
+    if request.add_lane and request.queue not in lanes:
+        raise ScaffoldError(
+            f"--add-lane cannot add {request.queue!r} in a Django project",
+            hint="Add the lane to LANES in the settings package's workers.py, then pass it "
+            "to --queue.",
+        )
     if not (_NAME.fullmatch(request.app) and (root / request.app / "__init__.py").is_file()):
         raise ScaffoldError(
             f"--app {request.app!r} is not an app folder of the project in {root}",
             hint="Pass the folder name of one of its apps, e.g. --app accounts.",
         )
-    return make(root, request, package=request.app, lanes=tuple(project.LANES))
+    return make(root, request, package=request.app, lanes=lanes)
 
 
-def answered_lanes(root: Path) -> tuple[str, ...]:
-    """The lanes `.copier-answers.yml` records, as the template reads its `lanes` answer."""
-    lanes = tuple(name.strip() for name in read_answer(root, "lanes").split(",") if name.strip())
+def answered_lanes(root: Path, file: str = ANSWERS_FILE) -> tuple[str, ...]:
+    """The lanes `.copier-answers.yml` (or `file`) records, as the template reads them."""
+    lanes = tuple(n.strip() for n in read_answer(root, "lanes", file).split(",") if n.strip())
     if not lanes:
-        raise ScaffoldError(f"{ANSWERS_FILE} records no lanes")
+        raise ScaffoldError(f"{file} records no lanes")
     return lanes

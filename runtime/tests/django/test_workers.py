@@ -9,6 +9,7 @@ from accounts.models import Account
 from workers import manage, wait_for, work
 
 from conftest import POSTGRES_URL
+from support.operations import free_port, scrape, value
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -181,3 +182,59 @@ def test_with_django_results_a_jobs_result_is_stored_in_the_database(tmp_path) -
             "the job's result in the database",
         )
     assert stored.result == '"fay@example.com"'
+
+
+def get(port: int, path: str, auth: str | None = None) -> tuple[int, str]:
+    """GET on 127.0.0.1:port; (status, body), 0 when nothing answers."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+    except (urllib.error.URLError, ConnectionError):
+        return 0, ""
+
+
+def test_monitor_through_manage_py_sees_the_worker(tmp_path) -> None:
+    from workers import running
+
+    port, auth = free_port(), "ops:s3cret-pass"
+    with (
+        work(tmp_path, name="watched"),
+        running(
+            tmp_path,
+            "monitor",
+            "--port",
+            str(port),
+            env={"MONITOR_BASIC_AUTH": auth},
+            name="monitor",
+            started=lambda: get(port, "/healthcheck")[0] == 200,
+        ),
+    ):
+        seen = wait_for(
+            lambda: "watched@" in get(port, "/api/workers?refresh=1", auth)[1],
+            60,
+            "Flower to list the worker",
+        )
+        assert seen
+        assert get(port, "/api/workers")[0] == 401
+
+
+def test_a_workers_metrics_count_the_django_jobs(tmp_path) -> None:
+    port = free_port()
+    account = Account.objects.create(email="gus@example.com")
+    with work(tmp_path, env={"METRICS_PORT": str(port)}):
+        welcome.dispatch(account.pk)
+        wait_for(lambda: welcomed(account), 60, "the account welcomed")
+
+        def counted() -> float:
+            return value(scrape(port), "celery_task_succeeded_total", name="accounts.welcome")
+
+        assert wait_for(counted, 30, "the succeeded job counted") == 1

@@ -30,20 +30,29 @@ def manage(*args: str, env: dict[str, str] | None = None, cwd: Path = SAMPLE, **
 
 @contextmanager
 def running(
-    tmp_path: Path, *args: str, env: dict[str, str] | None = None, name: str = "worker"
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    name: str = "worker",
+    started: Callable[[], Any] | None = None,
 ) -> Iterator[subprocess.Popen]:
-    """`manage.py workergen ARGS --pidfile ...` running until the block ends, then stopped."""
+    """`manage.py workergen ARGS --pidfile ...` running until the block ends, then stopped.
+
+    A command without --pidfile (monitor) is given `started`, which says when it is up;
+    it is stopped by the PID of the process started here.
+    """
     pidfile = tmp_path / f"{name}.pid"
     log = (tmp_path / f"{name}.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "workergen", *args, "--pidfile", str(pidfile)],
+        [sys.executable, "manage.py", "workergen", *args]
+        + ([] if started else ["--pidfile", str(pidfile)]),
         cwd=SAMPLE,
         env={**os.environ, **(env or {})},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_for(pidfile.exists, 60, f"{name} started ({tmp_path / f'{name}.log'})")
+        wait_for(started or pidfile.exists, 60, f"{name} started ({tmp_path / f'{name}.log'})")
         yield process
     finally:
         if process.poll() is None:
