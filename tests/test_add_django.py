@@ -376,6 +376,27 @@ def test_manage_py_without_settings_is_refused(project: Path):
     assert "sets no default DJANGO_SETTINGS_MODULE" in result.output
 
 
+def test_a_settings_package_the_workers_cannot_use_is_refused(tmp_path: Path):
+    project = tmp_path / "shop"
+    project.mkdir()
+    subprocess.run(
+        [sys.executable, "-m", "django", "startproject", "core", "."], cwd=project, check=True
+    )
+    subprocess.run(
+        [sys.executable, "-m", "django", "startapp", "accounts"], cwd=project, check=True
+    )
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--yes")
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert (
+        "the settings package 'core' cannot hold the workers: 'core' would shadow" in result.output
+    )
+    assert snapshot(project) == before
+
+
 def test_help_teaches_the_command():
     result = runner.invoke(app, ["add", "--help"])
 

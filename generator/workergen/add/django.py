@@ -22,6 +22,7 @@ from typing import Any
 
 from workergen.add import ANSWERS_FILE, Edit, Left, Plan, append_env_example, compare, read_text
 from workergen.errors import UserMessageError
+from workergen_runtime.naming import PACKAGE_NAME_RULE
 
 NAME = "django"
 RUNTIME_APP = "workergen_runtime.django"
@@ -70,6 +71,15 @@ def inspect(root: Path) -> DjangoProject:
             f"the settings module {module!r} (manage.py) is not inside a package",
             hint="workergen add puts the Celery app beside the settings, in their package "
             "(the layout `django-admin startproject config .` makes).",
+        )
+    problem = PACKAGE_NAME_RULE.problem(package)
+    if problem is not None:
+        raise UserMessageError(
+            f"the settings package {package!r} cannot hold the workers: {problem}",
+            hint="workergen add puts the Celery app and the answers beside the settings, "
+            "so the settings package is the workers' package and follows its rule "
+            "(docs/questions.md); a project whose settings package breaks it is not "
+            "supported yet.",
         )
     folder = root.joinpath(*package.split("."))
     candidates = (folder / f"{name}.py", folder / name / "__init__.py")
