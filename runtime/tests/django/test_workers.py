@@ -6,6 +6,7 @@ import psycopg
 import pytest
 from accounts.jobs.welcome import backend_pid, broken, welcome
 from accounts.models import Account
+from django.db import connection
 from workers import manage, wait_for, work
 
 from conftest import POSTGRES_URL
@@ -43,6 +44,13 @@ def test_the_worker_closes_a_jobs_database_connection_when_the_job_ends(tmp_path
         first = int(wait_for(note, 60, "the first job's connection").split()[1])
         # Celery's Django fixup closed it after the job: the server's backend has ended.
         wait_for(lambda: backend_gone(first), 10, f"backend {first} closed after the job")
+        # And the server ends every other connection to the database (a restart, a
+        # failover): the worker's next job opens a new one and succeeds.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
         Account.objects.filter(pk=account.pk).update(note="")
         backend_pid.dispatch(account.pk)
         second = wait_for(note, 60, "the second job, on a connection of its own")
