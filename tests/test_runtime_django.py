@@ -66,3 +66,27 @@ def test_workergen_make_job_writes_into_the_django_app_that_app_names(tmp_path: 
     assert refused.returncode == 1 and "--app" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (project / "accounts" / "jobs" / "other.py").exists()
+
+
+def test_app_is_refused_outside_a_django_project(tmp_path: Path) -> None:
+    import shutil
+
+    project = tmp_path / "billing-project"
+    shutil.copytree(
+        REPO_ROOT / "runtime" / "tests" / "sample",
+        project,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    (project / ".copier-answers.yml").write_text(
+        "_src_path: gh:example/workergen\npackage_name: billing\nlanes: critical,default,batch\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "workergen", "make:job", "Refund", "--app", "accounts"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "not a Django project" in done.stderr and "Traceback" not in done.stderr
+    assert not (project / "billing" / "jobs" / "refund.py").exists()

@@ -246,3 +246,14 @@ def test_a_workers_metrics_count_the_django_jobs(tmp_path) -> None:
             return value(scrape(port), "celery_task_succeeded_total", name="accounts.welcome")
 
         assert wait_for(counted, 30, "the succeeded job counted") == 1
+
+
+def test_setup_refuses_answers_that_are_not_a_django_projects() -> None:
+    import types
+
+    from workergen_runtime.django import setup
+    from workergen_runtime.errors import ConfigurationError
+
+    answers = types.ModuleType("billing.project")
+    with pytest.raises(ConfigurationError, match="FRAMEWORK = 'django'"):
+        setup(answers)
