@@ -19,9 +19,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from support.adding import git_identity, run, snapshot  # noqa: F401 (a git that can commit)
 from support.brokers import IN_CI, require_broker
 from support.cleanup import delete_redis_keys
-from support.releases import BIN, clone_repository, commit_all, git, git_env, make_release
+from support.releases import BIN, clone_repository, commit_all, git, make_release
 from workergen.cli import app
 
 runner = CliRunner()
@@ -36,14 +37,6 @@ CELERY_PY = (
 )
 
 
-@pytest.fixture(autouse=True)
-def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A git that ignores this machine's configuration and can commit."""
-    for name, value in git_env().items():
-        if name.startswith("GIT_"):
-            monkeypatch.setenv(name, value)
-
-
 def django_project(folder: Path) -> Path:
     """What `django-admin startproject config .` and `startapp accounts` make in `folder`."""
     folder.mkdir(parents=True)
@@ -55,24 +48,6 @@ def django_project(folder: Path) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return django_project(tmp_path / "shop")
-
-
-def run(cwd: Path, *args: str, input: str | None = None):
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return runner.invoke(app, list(args), input=input)
-    finally:
-        os.chdir(old)
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under `root` (git's own files left out) and its bytes."""
-    return {
-        path.relative_to(root).as_posix(): path.read_bytes()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and ".git" not in path.relative_to(root).parts
-    }
 
 
 def module_values(path: Path) -> dict[str, object]:

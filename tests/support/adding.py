@@ -1,0 +1,40 @@
+"""Driving `workergen add` in a folder, for the tests of each kind of project."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from support.releases import git_env
+from workergen.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git that ignores this machine's configuration and can commit."""
+    for name, value in git_env().items():
+        if name.startswith("GIT_"):
+            monkeypatch.setenv(name, value)
+
+
+def run(cwd: Path, *args: str, input: str | None = None):
+    old = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(app, list(args), input=input)
+    finally:
+        os.chdir(old)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (git's own files left out) and its bytes."""
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and ".git" not in path.relative_to(root).parts
+    }
