@@ -74,10 +74,20 @@ def send(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict
     transaction commits, and never if it rolls back (workergen_runtime.django.transactions).
     """
     if project.FRAMEWORK == "django":
-        from workergen_runtime.django.transactions import send_on_commit
+        from celery.utils import uuid
 
-        deferred = send_on_commit(task, args, kwargs, options)
-        if deferred is not None:
-            return deferred
+        from workergen_runtime.django.transactions import sent_on_commit
+
+        # The id is known before the message is sent: the result names it either way.
+        options = {**options, "task_id": options.get("task_id") or uuid()}
+        if sent_on_commit(lambda: publish(task, args, kwargs, options)):
+            return task.AsyncResult(options["task_id"])
+    return publish(task, args, kwargs, options)
+
+
+def publish(
+    task: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: dict[str, Any]
+) -> Any:
+    """Send `task`'s message now; a broker that cannot be reached is a QueueUnavailableError."""
     with broker_guard(task.app.settings):
         return task.apply_async(args=args, kwargs=kwargs, **options)

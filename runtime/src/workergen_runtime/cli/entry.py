@@ -14,13 +14,21 @@ SCAFFOLDING = ("make:job", "make:cron")
 
 def main() -> None:
     """Run the command line of the project this process serves."""
-    from workergen_runtime import project
+    run(sys.argv[1:])
 
-    if len(sys.argv) > 1 and sys.argv[1] in SCAFFOLDING:
+
+def run(args: list[str], prog_name: str | None = None) -> None:
+    """Run the command line with `args`, shown as `prog_name` (default: as invoked).
+
+    `python manage.py workergen ...` in a Django project runs it here too.
+    """
+    if args and args[0] in SCAFFOLDING:
+        from workergen_runtime import project
         from workergen_runtime.cli.make import run_alone
 
-        run_alone(sys.argv[1], sys.argv[2:], prog_name=f"python -m {project.PACKAGE}")
+        run_alone(args[0], args[1:], prog_name=prog_name or f"python -m {project.PACKAGE}")
         return
-    from workergen_runtime.cli.main import main as run_whole
+    from workergen_runtime.cli.main import app
+    from workergen_runtime.cli.make import run_cli
 
-    run_whole()
+    run_cli(app, args=args, **({"prog_name": prog_name} if prog_name else {}))

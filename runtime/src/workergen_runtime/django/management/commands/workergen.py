@@ -15,16 +15,9 @@ PROG = "python manage.py workergen"
 
 def run(args: list[str]) -> None:
     """Run the runtime's command line with `args`; exits as it does."""
-    from workergen_runtime.cli.entry import SCAFFOLDING
-    from workergen_runtime.cli.make import run_alone
+    from workergen_runtime.cli.entry import run as run_command_line
 
-    if args and args[0] in SCAFFOLDING:
-        run_alone(args[0], args[1:], prog_name=PROG)
-        return
-    from workergen_runtime.cli.main import app
-    from workergen_runtime.cli.make import run_cli
-
-    run_cli(app, args=args, prog_name=PROG)
+    run_command_line(args, prog_name=PROG)
 
 
 class Command(BaseCommand):
