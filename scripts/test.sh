@@ -15,6 +15,15 @@ if ! port_open 5672 && command -v rabbitmq-server >/dev/null 2>&1; then
   for _ in $(seq 60); do port_open 5672 && break; sleep 1; done
 fi
 
+# PostgreSQL: the Django tests (runtime/tests/django, tests/test_add_django.py) use it.
+if ! port_open 5432 && command -v pg_lsclusters >/dev/null 2>&1; then
+  echo "==> starting PostgreSQL on 127.0.0.1:5432"
+  pg_lsclusters -h | while read -r version cluster _; do
+    pg_ctlcluster --skip-systemctl-redirect "$version" "$cluster" start || true
+  done
+  for _ in $(seq 30); do port_open 5432 && break; sleep 1; done
+fi
+
 # Validators of the generated deploy files (tests/test_deploy.py): promtool and
 # node/npm and systemd-analyze come from Debian. Installed under CI only, where a missing one fails.
 if [ "${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then

@@ -19,10 +19,17 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from support.adding import git_identity, run, snapshot  # noqa: F401 (a git that can commit)
+from support.adding import run, snapshot
 from support.brokers import IN_CI, require_broker
 from support.cleanup import delete_redis_keys
-from support.releases import BIN, clone_repository, commit_all, git, make_release
+from support.releases import (
+    BIN,
+    clone_repository,
+    commit_all,
+    git,
+    git_identity,  # noqa: F401 (autouse: a git that can commit)
+    make_release,
+)
 from workergen.cli import app
 
 runner = CliRunner()

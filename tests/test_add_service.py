@@ -17,10 +17,16 @@ import pytest
 import redis
 import yaml
 
-from support.adding import git_identity, run, snapshot  # noqa: F401 (a git that can commit)
+from support.adding import run, snapshot
 from support.cleanup import delete_redis_keys
 from support.projects import Project, unique_namespace
-from support.releases import clone_repository, commit_all, git, make_release
+from support.releases import (
+    clone_repository,
+    commit_all,
+    git,
+    git_identity,  # noqa: F401 (autouse: a git that can commit)
+    make_release,
+)
 
 ANSWERS = ".copier-answers.workergen.yml"
 REPO = Path(__file__).resolve().parents[1]

@@ -32,6 +32,7 @@ from support.releases import (
     fix_readme,
     git,
     git_env,
+    git_identity,  # noqa: F401 (autouse: a git that can commit)
     holds_the_template_of,
     make_release,
     project_tests_pass,
@@ -46,14 +47,6 @@ LATEST = parse_releases((REPO_ROOT / "RELEASES").read_text())[0].version
 V2 = f"{LATEST.major}.{LATEST.minor + 1}.0"
 V3 = f"{LATEST.major}.{LATEST.minor + 2}.0"
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A git that ignores this machine's configuration and can commit."""
-    for name, value in git_env().items():
-        if name.startswith("GIT_"):
-            monkeypatch.setenv(name, value)
 
 
 def run(cwd: Path, *args: str):

@@ -5,21 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
-from support.releases import git_env
 from workergen.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A git that ignores this machine's configuration and can commit."""
-    for name, value in git_env().items():
-        if name.startswith("GIT_"):
-            monkeypatch.setenv(name, value)
 
 
 def run(cwd: Path, *args: str, input: str | None = None):

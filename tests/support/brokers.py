@@ -23,6 +23,7 @@ BROKER_RESTARTS = IN_CI or os.environ.get("WORKERGEN_TEST_BROKER_RESTARTS", "") 
 START_HINTS = {
     "redis": "start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ''",
     "rabbitmq": "start it with: rabbitmq-server -detached",
+    "PostgreSQL": "start it with: pg_ctlcluster --skip-systemctl-redirect <version> main start",
 }
 
 
@@ -50,7 +51,7 @@ def require_broker(name: str, url: str) -> str:
         time.sleep(1)
     reason = f"{name} is not reachable at {url}; {START_HINTS.get(name, '')}"
     if IN_CI:
-        pytest.fail(f"CI=true requires every broker: {reason}", pytrace=False)
+        pytest.fail(f"CI=true requires every broker and database: {reason}", pytrace=False)
     pytest.skip(reason)
 
 

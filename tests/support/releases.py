@@ -17,6 +17,7 @@ import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from packaging.version import Version
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -108,6 +109,14 @@ def holds_the_template_of(repo: Path, recorded: str, rev: str = "HEAD") -> bool:
         ["git", "diff", "--quiet", commit, rev, "--", "copier.yml", "template"], cwd=repo
     )
     return done.returncode == 0
+
+
+@pytest.fixture(autouse=True)
+def git_identity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A git that ignores this machine's configuration and can commit."""
+    for name, value in git_env().items():
+        if name.startswith("GIT_"):
+            monkeypatch.setenv(name, value)
 
 
 def clone_repository(destination: Path) -> Path:

@@ -14,27 +14,22 @@ a namespace of this run's own, removed at the end; Redis keys in database 11.
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
-# The repository's test helpers: removing a namespace's RabbitMQ queues and policies.
+# The repository's test helpers: services required, a namespace's queues and policies removed.
 sys.path.append(str(Path(__file__).resolve().parents[3] / "tests"))
+from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker
 from support.cleanup import (
     delete_rabbitmq_entities,
     delete_rabbitmq_policies,
     delete_redis_keys,
 )
 
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 BROKER = os.environ.setdefault("WORKERGEN_TEST_BROKER", "redis")
-REDIS_URL = os.environ.get("WORKERGEN_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
-RABBITMQ_URL = os.environ.get("WORKERGEN_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 NAMESPACE = f"djsample{os.getpid()}"
 
@@ -49,29 +44,6 @@ os.environ.update(
 )
 for _variable in ("RESULT_BACKEND_URL", "METRICS_PORT"):
     os.environ.pop(_variable, None)
-
-
-def reachable(url: str) -> bool:
-    parts = urlsplit(url)
-    deadline = time.monotonic() + (60 if IN_CI else 1)
-    while True:
-        try:
-            with socket.create_connection((parts.hostname, parts.port), 1):
-                return True
-        except OSError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(1)
-
-
-def require(name: str, url: str) -> None:
-    """Skip (fail under CI=true) unless the service at `url` answers."""
-    if reachable(url):
-        return
-    reason = f"{name} is not reachable at {urlsplit(url).netloc}"
-    if IN_CI:
-        pytest.fail(f"CI=true requires {name}: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def pytest_report_header() -> str:
@@ -92,8 +64,8 @@ def django_db_setup(django_db_blocker: pytest.FixtureRequest) -> Iterator[None]:
     from django.core.management import call_command
     from django.db import connections
 
-    require("PostgreSQL", POSTGRES_URL)
-    require(BROKER, REDIS_URL if BROKER == "redis" else RABBITMQ_URL)
+    require_broker("PostgreSQL", POSTGRES_URL)
+    require_broker(BROKER, REDIS_URL if BROKER == "redis" else RABBITMQ_URL)
     name = settings.DATABASES["default"]["NAME"]
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -26,7 +26,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from workers import manage, wait_for, work
 
-from conftest import REDIS_URL, require
+from support.brokers import REDIS_URL, require_broker
 from workergen_runtime import project
 from workergen_runtime.celery_app import create_app
 from workergen_runtime.deadletter import MALFORMED, DeadLetter, DeadLetterStore
@@ -314,7 +314,7 @@ def test_without_a_result_backend_results_cannot_be_read(backend: Any) -> None:
 
 @pytest.fixture
 def with_results(use_app: Any) -> Iterator[Any]:
-    require("Redis", REDIS_URL)
+    require_broker("redis", REDIS_URL)
     backend = use_app(memory_app(result_backend_url=REDIS_URL))
     enqueued: list[str] = []
     tasks.task_enqueued.connect(
