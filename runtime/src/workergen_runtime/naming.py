@@ -156,10 +156,13 @@ STANDARD_LIBRARY = _words(
     zipapp zipfile zipimport zlib zoneinfo
     """
 )
-# The top-level packages of the project's dependencies (run time and dev), and the
-# names the project and its tooling import besides its own package.
+# The top-level packages of the project's dependencies (run time and dev, and the
+# runtime's Django extras), and the names the project and its tooling import besides
+# its own package.
 DEPENDENCY_PACKAGES = _words(
     """
+    asgiref cron_descriptor cronlog crontab crontabs django django_celery_beat
+    django_celery_results django_stubs_ext django_tasks pytest_django sqlparse timezone_field
     amqp annotated_doc annotated_types anyio billiard boto3 botocore celery click click_didyoumean
     click_plugins click_repl curl dateutil dotenv fastapi flower gevent greenlet h11 humanize idna
     iniconfig jmespath kombu markdown_it opentelemetry prometheus_client pytz starlette tornado
