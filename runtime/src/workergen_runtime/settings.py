@@ -17,6 +17,8 @@ from workergen_runtime import naming, project
 from workergen_runtime.errors import ConfigurationError
 
 LOCAL_REDIS = "redis://localhost:6379/0"
+# Where a Django project that answered DJANGO_RESULTS keeps results: django-celery-results.
+DJANGO_RESULT_BACKEND = "django-db"
 DEFAULT_BROKER_URLS = {
     "redis": LOCAL_REDIS,
     "rabbitmq": "amqp://guest:guest@localhost:5672//",
@@ -188,7 +190,13 @@ class Settings(BaseSettings):
 
     @property
     def effective_result_backend(self) -> str | None:
-        """RESULT_BACKEND_URL, or None: no result backend (fire-and-forget)."""
+        """Where results are kept, or None: no result backend (fire-and-forget).
+
+        A Django project that answered DJANGO_RESULTS keeps them in its database
+        (django-celery-results); any other project in RESULT_BACKEND_URL.
+        """
+        if project.DJANGO_RESULTS:
+            return DJANGO_RESULT_BACKEND
         return self.result_backend_url or None
 
     @property

@@ -189,7 +189,20 @@ def test_with_django_results_a_jobs_result_is_stored_in_the_database(tmp_path) -
             60,
             "the job's result in the database",
         )
+        # --wait reads the result back from the database; RESULT_BACKEND_URL is unset.
+        waited = manage(
+            "queue",
+            "dispatch",
+            "accounts.welcome",
+            "--args",
+            f"[{account.pk}]",
+            "--wait",
+            "60",
+            env=results,
+        )
     assert stored.result == '"fay@example.com"'
+    assert waited.returncode == 0, waited.stderr
+    assert 'result "fay@example.com"' in waited.stdout
 
 
 def get(port: int, path: str, auth: str | None = None) -> tuple[int, str]:

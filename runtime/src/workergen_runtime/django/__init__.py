@@ -17,9 +17,6 @@ from typing import Any
 from workergen_runtime import project
 from workergen_runtime.errors import ConfigurationError
 
-# Where DJANGO_RESULTS = True keeps results: django-celery-results' backend.
-DJANGO_RESULT_BACKEND = "django-db"
-
 
 def setup(answers: ModuleType) -> Any:
     """Bind the Django project `answers` names and return its Celery app.
@@ -46,6 +43,8 @@ def setup(answers: ModuleType) -> Any:
 
         fixup(app)
     if project.DJANGO_RESULTS:
+        from workergen_runtime.settings import DJANGO_RESULT_BACKEND
+
         app.conf.update(
             result_backend=DJANGO_RESULT_BACKEND, task_ignore_result=False, result_expires=3600
         )
