@@ -349,6 +349,19 @@ def test_an_app_that_is_not_there_is_refused_listing_the_apps(project: Path):
     assert snapshot(project) == before
 
 
+def test_data_that_contradicts_the_project_is_refused(project: Path):
+    before = snapshot(project)
+
+    result = run(project, *ADD, "--data", "package_name=billing")
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert "package_name is taken from the project ('config')" in result.output
+    assert "--data says 'billing'" in result.output
+    assert "Leave it out" in result.output
+    assert snapshot(project) == before
+
+
 def test_manage_py_without_settings_is_refused(project: Path):
     (project / "manage.py").write_text("print('hello')\n")
 

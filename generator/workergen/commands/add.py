@@ -231,7 +231,7 @@ def _ask(
         if name in given and name in fixed and given[name] != fixed[name]:
             raise UserMessageError(
                 f"{name} is taken from the project ({fixed[name]!r}); --data says {given[name]!r}",
-                hint="Leave it out: workergen add reads it from manage.py and --app.",
+                hint="Leave it out: workergen add reads it from the project's files and --app.",
             )
     return collect_answers(
         questionnaire,
