@@ -173,6 +173,35 @@ def test_the_database_scheduler_runs_an_entry_once_per_due_time_under_the_leader
     assert len(times) >= 5 and min(gaps) > 1.0, gaps
 
 
+def test_schedule_list_shows_the_entries_made_in_the_admin() -> None:
+    from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
+
+    every = IntervalSchedule.objects.create(every=30, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.create(name="tick every 30 s", task="accounts.tick", interval=every)
+    nightly = CrontabSchedule.objects.create(minute="0", hour="3")
+    PeriodicTask.objects.create(
+        name="nightly tick", task="accounts.tick", crontab=nightly, enabled=False
+    )
+
+    listed = manage("schedule", "list", env={"WORKERGEN_TEST_DJANGO_SCHEDULER": "database"})
+
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert any(
+        line.startswith("tick every 30 s  task=accounts.tick  lane=default")
+        and "every 30 seconds" in line
+        and "(database)" in line
+        for line in lines
+    ), listed.stdout
+    assert any(
+        line.startswith("nightly tick  task=accounts.tick") and "next=disabled" in line
+        for line in lines
+    ), listed.stdout
+    assert "no crons" not in listed.stdout
+    crons_only = manage("schedule", "list")
+    assert "tick every 30 s" not in crons_only.stdout
+
+
 def test_with_django_results_a_jobs_result_is_stored_in_the_database(tmp_path) -> None:
     from django_celery_results.models import TaskResult
 

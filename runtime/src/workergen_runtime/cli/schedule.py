@@ -74,7 +74,12 @@ def schedule_run(
 
 @schedule_app.command("list")
 def schedule_list() -> None:
-    """Show every cron with its lane, schedule and next run time."""
+    """Show every cron with its lane, schedule and next run time.
+
+    With django-celery-beat's scheduler (DJANGO_SCHEDULER = "database"), the
+    entries made in the admin follow, marked (database).
+    """
+    from workergen_runtime import project
     from workergen_runtime.celery_app import app
     from workergen_runtime.scheduling.crons import registered_crons
     from workergen_runtime.scheduling.scheduler import next_run
@@ -82,10 +87,17 @@ def schedule_list() -> None:
 
     now = app.now()
     crons = registered_crons()
-    if not crons:
+    entries: list[str] = []
+    if project.FRAMEWORK == "django" and project.DJANGO_SCHEDULER == "database":
+        from workergen_runtime.django.scheduler import database_entries
+
+        entries = list(database_entries(crons, now))
+    if not crons and not entries:
         typer.echo("no crons: add one with make:cron NAME --schedule EXPR")
     for name, task in crons.items():
         typer.echo(
             f"{name}  lane={task.lane}  schedule={describe(task.schedule)}  "
             f"next={next_run(task.schedule, now).isoformat(timespec='seconds')}"
         )
+    for line in entries:
+        typer.echo(line)
