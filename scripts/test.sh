@@ -39,7 +39,10 @@ if [ "${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then
 fi
 
 cd "$ROOT"
-# Stages: 1. every test but those that kill or restart a broker, two at a time;
+# Tests run three at a time by default (WORKERGEN_TEST_WORKERS): most of a test's
+# time is spent waiting on a worker or a broker, so a third keeps two cores busy.
+WORKERS="${WORKERGEN_TEST_WORKERS:-3}"
+# Stages: 1. every test but those that kill or restart a broker, in parallel;
 # 2. those (marked broker_restarts), one at a time, so no other test loses its
 # broker mid-run: under CI=true or with WORKERGEN_TEST_BROKER_RESTARTS=1, else
 # they skip; 3. under CI=true, the tests of the Celery and kombu internals the
@@ -47,14 +50,14 @@ cd "$ROOT"
 # Extra arguments run pytest with them once instead. Any failing stage fails the
 # whole, "no tests collected" (exit code 5) included.
 if [ $# -gt 0 ]; then
-  exec "$PY" -m pytest -n 2 --dist loadgroup "$@"
+  exec "$PY" -m pytest -n "$WORKERS" --dist loadgroup "$@"
 fi
 if [ "${CI:-}" != "true" ] && [ "${WORKERGEN_TEST_BROKER_RESTARTS:-}" != "1" ]; then
-  exec "$PY" -m pytest -n 2 --dist loadgroup
+  exec "$PY" -m pytest -n "$WORKERS" --dist loadgroup
 fi
 status=0
 echo "==> stage 1: every test but those that kill or restart a broker"
-"$PY" -m pytest -n 2 --dist loadgroup -m "not broker_restarts" || status=$?
+"$PY" -m pytest -n "$WORKERS" --dist loadgroup -m "not broker_restarts" || status=$?
 echo "==> stage 2: the tests that kill or restart a broker, one at a time"
 "$PY" -m pytest -n 0 -m broker_restarts || status=$?
 if [ "${CI:-}" = "true" ]; then
