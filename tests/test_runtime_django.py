@@ -66,6 +66,15 @@ def test_workergen_make_job_writes_into_the_django_app_that_app_names(tmp_path: 
     assert refused.returncode == 1 and "--app" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (project / "accounts" / "jobs" / "other.py").exists()
+    # A new lane is an answer the project's files are rendered from: the hint says how.
+    new_lane = make("Ship", "--app", "accounts", "--queue", "shipping", "--add-lane")
+    assert new_lane.returncode == 1 and "Traceback" not in new_lane.stderr
+    assert "--add-lane cannot add 'shipping' in a Django project" in new_lane.stderr
+    assert (
+        "copier update --answers-file .copier-answers.workergen.yml --defaults "
+        "--data lanes=default,critical,shipping"
+    ) in " ".join(new_lane.stderr.split())
+    assert not (project / "accounts" / "jobs" / "ship.py").exists()
 
 
 def test_app_is_refused_outside_a_django_project(tmp_path: Path) -> None:

@@ -587,8 +587,10 @@ def make_in_django_app(request: MakeRequest, root: Path, lanes: tuple[str, ...])
     if request.add_lane and request.queue not in lanes:
         raise ScaffoldError(
             f"--add-lane cannot add {request.queue!r} in a Django project",
-            hint="Add the lane to LANES in the settings package's workers.py, then pass it "
-            "to --queue.",
+            hint="Change the lanes answer, which workers.py and deploy/workers/ are rendered "
+            "from: copier update --answers-file .copier-answers.workergen.yml --defaults "
+            f"--data lanes={','.join([*lanes, request.queue])} (docs/django.md); "
+            "then pass the lane to --queue.",
         )
     if not (_NAME.fullmatch(request.app) and (root / request.app / "__init__.py").is_file()):
         raise ScaffoldError(
