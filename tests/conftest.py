@@ -34,6 +34,28 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.template = str(REPO_ROOT)
 
 
+# The modules whose tests take a minute or more, longest first. They start first, so
+# the parallel run does not end with one of them running alone while the other
+# workers have nothing left (tests never depend on their order).
+LONGEST_FIRST = (
+    "test_runtime_django.py",
+    "test_runtime_suite.py",
+    "test_e2e_scheduling.py",
+    "test_fresh_venv.py",
+    "test_dlq_volume.py",
+    "test_lane_capacity.py",
+    "test_install.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within each module stays
+
+
 RenderFn = Callable[..., Path]
 
 
