@@ -145,7 +145,6 @@ def build_config(settings: Settings) -> dict[str, Any]:
     broker_url = settings.effective_broker_url
     if settings.broker_kind == "filesystem":
         broker_url = "filesystem://"
-    backend = settings.effective_result_backend
     return {
         "broker_url": broker_url,
         "broker_transport": broker_transport(settings),
@@ -189,6 +188,14 @@ def build_config(settings: Settings) -> dict[str, Any]:
         "timezone": settings.timezone,
         "enable_utc": True,
         **sqs_overrides(settings),
+        **result_config(settings.effective_result_backend),
+    }
+
+
+def result_config(backend: str | None) -> dict[str, Any]:
+    """Where results are kept, for how long, and how hard a store is retried; with no
+    backend, none is kept."""
+    return {
         "result_backend": backend,
         "result_expires": 3600 if backend else None,
         "task_ignore_result": backend is None,

@@ -199,6 +199,7 @@ def test_schedule_list_shows_the_entries_made_in_the_admin() -> None:
     ), listed.stdout
     assert "no crons" not in listed.stdout
     crons_only = manage("schedule", "list")
+    assert crons_only.returncode == 0, crons_only.stderr
     assert "tick every 30 s" not in crons_only.stdout
 
 

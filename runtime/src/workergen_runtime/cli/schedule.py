@@ -79,16 +79,15 @@ def schedule_list() -> None:
     With django-celery-beat's scheduler (DJANGO_SCHEDULER = "database"), the
     entries made in the admin follow, marked (database).
     """
-    from workergen_runtime import project
     from workergen_runtime.celery_app import app
     from workergen_runtime.scheduling.crons import registered_crons
-    from workergen_runtime.scheduling.scheduler import next_run
+    from workergen_runtime.scheduling.scheduler import next_run, uses_database_scheduler
     from workergen_runtime.scheduling.schedules import describe
 
     now = app.now()
     crons = registered_crons()
     entries: list[str] = []
-    if project.FRAMEWORK == "django" and project.DJANGO_SCHEDULER == "database":
+    if uses_database_scheduler():
         from workergen_runtime.django.scheduler import database_entries
 
         entries = list(database_entries(crons, now))

@@ -43,9 +43,8 @@ def setup(answers: ModuleType) -> Any:
 
         fixup(app)
     if project.DJANGO_RESULTS:
-        from workergen_runtime.settings import DJANGO_RESULT_BACKEND
+        # Whenever the app's configuration was read, results go to the database now.
+        from workergen_runtime.config import result_config
 
-        app.conf.update(
-            result_backend=DJANGO_RESULT_BACKEND, task_ignore_result=False, result_expires=3600
-        )
+        app.conf.update(result_config(app.settings.effective_result_backend))
     return app

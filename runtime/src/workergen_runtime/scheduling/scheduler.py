@@ -96,12 +96,17 @@ class LeaderScheduler(Leadership, Scheduler):
     """Celery's beat scheduler over the discovered crons, under the leader lock."""
 
 
+def uses_database_scheduler() -> bool:
+    """Whether the project is a Django project whose schedules are django-celery-beat's."""
+    from workergen_runtime import project
+
+    return project.FRAMEWORK == "django" and project.DJANGO_SCHEDULER == "database"
+
+
 def scheduler_class() -> type[Scheduler]:
     """The scheduler `schedule work` runs: in a Django project with DJANGO_SCHEDULER =
     "database", django-celery-beat's DatabaseScheduler under the same leader lock."""
-    from workergen_runtime import project
-
-    if project.FRAMEWORK == "django" and project.DJANGO_SCHEDULER == "database":
+    if uses_database_scheduler():
         from workergen_runtime.django.scheduler import LeaderDatabaseScheduler
 
         return LeaderDatabaseScheduler
