@@ -4,6 +4,7 @@ idempotency. Locks live in the local Redis (LOCK_URL) whatever the broker."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,12 +55,14 @@ def test_two_schedulers_fire_each_tick_once_and_a_standby_takes_over(project: Pr
     make(project, "make:cron", "Heartbeat", "--schedule", "every_seconds(4)")
     make_traced(project.root / "billing/crons/heartbeat.py")
     trace = Path(project.env["TRACE_FILE"])
+    # A dead leader's lock expires after SCHEDULER_LEADER_TTL: 6 s here, not the default 20.
+    ttl = {"SCHEDULER_LEADER_TTL": "6"}
 
     with project.worker("--queue", "default", "--concurrency", "2"):
-        first = SchedulerProcess(project, "first").start()
-        second = SchedulerProcess(project, "second").start()
+        first = SchedulerProcess(project, "first", **ttl).start()
+        second = SchedulerProcess(project, "second", **ttl).start()
         try:
-            wait_until(lambda: len(runs(trace)) >= 5, 90, "five cron runs")
+            wait_until(lambda: len(runs(trace)) >= 4, 90, "four cron runs")
             leader, standby = (
                 (first, second) if "elected leader" in first.log() else (second, first)
             )
@@ -68,11 +71,15 @@ def test_two_schedulers_fire_each_tick_once_and_a_standby_takes_over(project: Pr
             assert "elected leader" not in standby.log()
             fired = len(runs(trace))
             leader.kill()  # no clean-up: its lock must expire for the standby to lead
+            killed_at = time.monotonic()
             wait_until(lambda: "elected leader" in standby.log(), 60, "the standby's election")
+            took = time.monotonic() - killed_at
             wait_until(lambda: len(runs(trace)) >= fired + 2, 60, "runs after the takeover")
         finally:
             first.stop()
             second.stop()
+    # The lock expired after its 6 s, and the standby tries every 2 s.
+    assert 4 < took < 12, f"the standby led {took:.1f} s after the leader died"
     starts = sorted(runs(trace))
     gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     # Ticks are 4 s apart; a tick fired by both schedulers would show as two runs together.

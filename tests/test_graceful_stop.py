@@ -91,7 +91,7 @@ def test_a_terminated_scheduler_hands_leadership_to_the_standby_at_once(
             standby.stop()
     finally:
         leader.stop()
-    # The lock lives LEADER_TTL (20 s) when its holder dies; released, it is taken at
+    # The lock lives SCHEDULER_LEADER_TTL (20 s) when its holder dies; released, it is taken at
     # the standby's next tick (every 2 s).
     assert took < 10, f"the standby took {took:.1f} s to lead"
 

@@ -188,6 +188,7 @@ OTHER_BROKER_URL = {
             "WORKER_HEARTBEAT_TTL='1': Input should be greater",
             marks=only_on("redis"),
         ),
+        ({"SCHEDULER_LEADER_TTL": "5"}, "SCHEDULER_LEADER_TTL='5': Input should be greater"),
         ({"LANE_PREFETCH": "not json"}, "LANE_PREFETCH='not json': is not valid JSON"),
         ({"BROKER_URL": "http://example.com"}, "BROKER_URL='http://example.com': has scheme"),
         ({"BROKER_URL": "garbage"}, "BROKER_URL='garbage': has no scheme"),

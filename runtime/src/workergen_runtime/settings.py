@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     # on their lanes within this many seconds (at once when a worker of the same host
     # can tell that its process is gone, e.g. the worker restarted after a crash).
     worker_heartbeat_ttl: int = Field(default=15, ge=3)
+    # The scheduler's leader lock outlives a leader that died (killed, its machine lost)
+    # by this many seconds: a standby `schedule work` leads after that. The leader
+    # renews it on every tick (2 s at most apart), so it must span a few ticks.
+    scheduler_leader_ttl: int = Field(default=20, ge=6)
     # Messages reserved per worker process: one on lanes of long jobs, more on a
     # lane of short jobs so its worker never waits on the broker between jobs.
     # Late acknowledgement still gives every reserved message back on a crash.

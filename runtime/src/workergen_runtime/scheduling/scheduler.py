@@ -2,8 +2,9 @@
 
 Every `schedule work` process competes for a lock in Redis at LOCK_URL. The holder (leader)
 renews it on every tick and sends the due crons; the others stand by and retry. If the leader
-dies its lock expires after LEADER_TTL seconds and a standby takes over. A new leader counts
-from the moment it took over, so it never fires again a tick the old leader already fired.
+dies its lock expires after SCHEDULER_LEADER_TTL seconds (a setting) and a standby takes
+over. A new leader counts from the moment it took over, so it never fires again a tick the
+old leader already fired.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from workergen_runtime.queues import qualified_queue
 
 log = logging.getLogger(__name__)
 
-LEADER_TTL = 20
 TICK_INTERVAL = 2
 
 
@@ -56,7 +56,7 @@ class Leadership:
 
         settings = self.app.settings
         self.leader = expiring_lock(
-            settings, leader_lock_key(settings.queue_namespace), ttl=LEADER_TTL
+            settings, leader_lock_key(settings.queue_namespace), ttl=settings.scheduler_leader_ttl
         )
         self.app.conf.beat_schedule = beat_schedule(self.app)
         super().setup_schedule()  # type: ignore[misc]
@@ -65,7 +65,7 @@ class Leadership:
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self.leading:
             try:
-                self.leader.reacquire()  # back to a full LEADER_TTL, if still ours
+                self.leader.reacquire()  # back to a full SCHEDULER_LEADER_TTL, if still ours
             except LockError:
                 self.leading = False
                 log.warning("scheduler: lost the leader lock; standing by")
