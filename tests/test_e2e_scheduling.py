@@ -92,7 +92,7 @@ def test_a_cron_still_running_at_its_next_tick_is_skipped_and_logged(project: Pr
     trace = Path(project.env["TRACE_FILE"])
 
     with (
-        project.worker("--queue", "default", "--concurrency", "3", TRACE_SLEEP="7") as worker,
+        project.worker("--queue", "default", "--concurrency", "3", TRACE_SLEEP="4") as worker,
         SchedulerProcess(project),
     ):
         wait_until(lambda: "skipped" in worker.log(), 60, "a skipped run")
@@ -101,8 +101,8 @@ def test_a_cron_still_running_at_its_next_tick_is_skipped_and_logged(project: Pr
         log = worker.log()
     assert "cron billing.crons.slow skipped: the previous run still holds cron-lock:" in log
     starts = sorted(runs(trace))
-    # Never two runs at once: each run starts after the previous one's 7 s.
-    assert all(later - earlier >= 6.5 for earlier, later in itertools.pairwise(starts)), starts
+    # Never two runs at once: each run starts after the previous one's 4 s.
+    assert all(later - earlier >= 3.5 for earlier, later in itertools.pairwise(starts)), starts
 
 
 def test_an_idempotent_job_delivered_twice_does_its_work_once(project: Project):
