@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for
+from support.faults import (
+    add_fault_jobs,
+    dead_letters,
+    dispatch,
+    runs,
+    wait_for,
+    wait_for_dead_letters,
+)
 from support.hostile import Hostile, found_in, hostile_messages, table_kinds
 from support.lanes import lane_project, put, remove_namespace
 from support.projects import Project, redis_project, unique_namespace
@@ -94,25 +101,18 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
             90,
             f"the healthy jobs\n{worker.log()[-3000:]}",
         )
-        seen: list[dict] = []
-
-        def all_dead_lettered() -> list[dict] | None:
-            seen[:] = dead_letters(project)
-            return seen if len(seen) >= len(bad) else None
-
-        try:
-            letters = wait_for(all_dead_lettered, 90, f"{len(bad)} dead letters")
-        except AssertionError:
+        letters = seen = wait_for_dead_letters(project, len(bad), 90, worker)
+        if len(seen) < len(bad):
             missing = [m for m in bad if not any(found_in(x, m.token) for x in seen)]
             about = [
                 line for line in worker.log().splitlines() if any(m.token in line for m in missing)
             ]
             raise AssertionError(
-                f"not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
+                f"timed out after 90 s: not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
                 + "\n".join(about)[-5000:]
                 + f"\n{len(seen)} listed; queues: {queue_depths(project, broker)}"
                 + f"\nthe worker's log ends:\n{worker.log()[-3000:]}"
-            ) from None
+            )
         assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
         log = worker.log()
     assert "Unrecoverable error" not in log

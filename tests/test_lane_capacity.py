@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import dead_letters, dispatch, runs, wait_for
+from support.faults import dispatch, runs, wait_for, wait_for_dead_letters
 from support.hostile import Hostile, found_in
 from support.lanes import BROKERS, PACKAGE, lane_project, put
 from support.projects import Project
@@ -64,19 +64,13 @@ def test_a_healthy_job_starts_behind_far_etas_and_unknown_jobs(
             interval=0.05,
         )
         waited = time.monotonic() - queued
-        seen: list[dict] = []
-
-        def all_dead_lettered() -> bool:
-            seen[:] = dead_letters(project)
-            return len(seen) >= FAR_ETAS + UNKNOWN
-
-        try:
-            wait_for(all_dead_lettered, 45, f"{FAR_ETAS + UNKNOWN} dead letters")
-        except AssertionError as exc:
+        seen = wait_for_dead_letters(project, FAR_ETAS + UNKNOWN, 45, worker)
+        if len(seen) < FAR_ETAS + UNKNOWN:
             reasons = sorted({x["reason"] for x in seen})
             raise AssertionError(
-                f"{exc}: {len(seen)} listed ({reasons})\n{worker.log()[-4000:]}"
-            ) from None
+                f"timed out after 45 s waiting for {FAR_ETAS + UNKNOWN} dead letters: "
+                f"{len(seen)} listed ({reasons})\n{worker.log()[-4000:]}"
+            )
         assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
         log = worker.log()
     assert waited < STARTS_WITHIN, f"the healthy job started after {waited:.1f} s\n{log[-3000:]}"

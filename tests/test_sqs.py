@@ -6,11 +6,11 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from support.brokers import sqs_client
+from support.faults import dead_letters, wait_for_dead_letters
 from support.projects import Project, unique_namespace, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -132,21 +132,6 @@ def test_worker_runs_jobs_on_default_and_named_lanes(project: Project, tmp_path:
     assert len(ran) == 6
 
 
-def dead_letters(project: Project, *args: str) -> list[dict[str, Any]]:
-    listed = project.run("dlq", "list", "--json", *args)
-    assert listed.returncode == 0, listed.stderr
-    return [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
-
-
-def wait_for_dead_letters(project: Project, count: int, timeout: float = 120) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        letters = dead_letters(project)
-        if len(letters) >= count or time.monotonic() > deadline:
-            return letters
-        time.sleep(1)
-
-
 @pytest.fixture
 def failing(project: Project) -> Project:
     (project.root / PACKAGE / "jobs" / "failing.py").write_text(
@@ -169,7 +154,7 @@ def test_a_failing_job_is_dead_lettered_listed_shown_and_replayed_once_fixed(
     with failing.worker("--queue", "batch", "--concurrency", "1") as worker:
         failing.dispatch_probes(done, ["healthy"], lane="batch")
         wait_for_files(done, ["healthy"])
-        letters = wait_for_dead_letters(failing, 1)
+        letters = wait_for_dead_letters(failing, 1, 120, worker)
         assert len(letters) == 1, worker.log()[-4000:]
         letter = letters[0]
         assert letter["task_name"] == f"{PACKAGE}.poison"
@@ -200,7 +185,7 @@ def test_a_job_that_crashes_its_worker_is_dead_lettered_after_max_deliveries(
     )
     assert dispatch.returncode == 0, dispatch.stderr
     with failing.worker("--queue", "default", "--concurrency", "1") as worker:
-        letters = wait_for_dead_letters(failing, 1, timeout=150)
+        letters = wait_for_dead_letters(failing, 1, 150, worker)
         failing.dispatch_probes(done, ["after-crash"])
         wait_for_files(done, ["after-crash"])
         log = worker.log()
@@ -253,7 +238,7 @@ def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
     with project.worker("--queue", "default") as worker:
         project.dispatch_probes(done, ["json-after"])
         wait_for_files(done, ["json-after"])
-        letters = wait_for_dead_letters(project, 1)
+        letters = wait_for_dead_letters(project, 1, 120, worker)
         log = worker.log()
     assert not (done / "pickled").exists()
     assert len(letters) == 1, log[-4000:]

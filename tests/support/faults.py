@@ -115,11 +115,37 @@ def runs(folder: Path, token: str, kind: str) -> int:
     return len(list(folder.glob(f"{token}.{kind}.*")))
 
 
-def dead_letters(project: Project, **env: str) -> list[dict]:
-    """`dlq list --json`, parsed."""
-    done = project.run("dlq", "list", "--json", **env)
+def dead_letters(project: Project, *args: str, **env: str) -> list[dict]:
+    """`dlq list --json [args]`, parsed."""
+    done = project.run("dlq", "list", "--json", *args, **env)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+# What a worker logs for each letter it stores (workergen_runtime.deadletter.routing).
+DEAD_LETTERED = "Dead-lettered "
+
+
+def wait_for_dead_letters(
+    project: Project, count: int, timeout: float, worker: Worker | None = None, **env: str
+) -> list[dict]:
+    """`dlq list --json` once it shows `count` letters, or what it shows after `timeout`.
+
+    A listing is a process of its own: with the worker that stores the letters, it runs
+    once the worker's log says it stored that many, and every few seconds regardless
+    (a letter the broker moved, such as an SQS redrive, is in no worker's log).
+    """
+    deadline = time.monotonic() + timeout
+    listed_at = 0.0
+    while True:
+        now = time.monotonic()
+        logged = worker is not None and worker.log().count(DEAD_LETTERED) >= count
+        if worker is None or logged or now - listed_at > 3 or now > deadline:
+            letters = dead_letters(project, **env)
+            listed_at = now
+            if len(letters) >= count or now > deadline:
+                return letters
+        time.sleep(1 if worker is None else 0.2)
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
