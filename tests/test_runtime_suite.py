@@ -65,6 +65,10 @@ def test_the_runtime_tests_pass(answers: dict[str, str]) -> None:
         f"namespace {env['WORKERGEN_TEST_NAMESPACE']!r}"
     )
     assert bound in done.stdout, output
+    # The tests marked answer_independent run in the default run only (runtime/tests/conftest.py):
+    # it skips none of them, and each other run skips them, saying so (-ra lists the reasons).
+    default_run = {**DEFAULTS, **answers} == DEFAULTS
+    assert ("answer-independent" in done.stdout) is not default_run, output
 
 
 def test_the_sample_project_is_what_workergen_new_writes(render) -> None:

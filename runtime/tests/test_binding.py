@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import workergen_runtime
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
@@ -27,6 +29,10 @@ def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# No project is bound in these processes: no answer can be read there.
+answer_independent = pytest.mark.answer_independent
+
+
 def test_importing_the_project_binds_the_runtime_to_its_answers() -> None:
     done = run(
         "import billing\n"
@@ -39,6 +45,7 @@ def test_importing_the_project_binds_the_runtime_to_its_answers() -> None:
     assert done.stdout.split() == ["billing", "('critical',", "'default',", "'batch')", "sqs"]
 
 
+@answer_independent
 def test_without_a_project_the_runtime_says_how_to_bind_one() -> None:
     done = run("from workergen_runtime import project\nproject.LANES\n")
     assert done.returncode == 1
@@ -55,6 +62,7 @@ def test_workergen_project_names_the_package_for_processes_that_import_the_runti
     assert done.stdout.strip() == "billing"
 
 
+@answer_independent
 def test_a_workergen_project_that_cannot_be_imported_is_named() -> None:
     done = run("from workergen_runtime import project\nproject.PACKAGE\n", WORKERGEN_PROJECT="nope")
     assert done.returncode == 1
@@ -77,6 +85,7 @@ def test_a_process_serves_one_project() -> None:
     assert "cannot also serve 'shop'" in done.stderr
 
 
+@answer_independent
 def test_a_module_without_the_answers_is_refused() -> None:
     done = run(
         "import types\n"
@@ -87,6 +96,7 @@ def test_a_module_without_the_answers_is_refused() -> None:
     assert "shop.project lacks PACKAGE" in done.stderr
 
 
+@answer_independent
 def test_the_public_api_is_what_the_package_exports_and_costs_nothing_to_import() -> None:
     assert workergen_runtime.__all__ == sorted(workergen_runtime._EXPORTS)
     for name in workergen_runtime.__all__:

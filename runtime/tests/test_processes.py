@@ -18,6 +18,8 @@ from workergen_runtime.worker.processes import (
 )
 
 linux_only = pytest.mark.skipif(not this_process().started, reason="start times come from /proc")
+# Processes of this host: no broker and no answer of the project.
+pytestmark = pytest.mark.answer_independent
 
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows: other processes are not probed")

@@ -10,6 +10,8 @@ from workergen_runtime.naming import InvalidNameError, normalize_name
 from workergen_runtime.scaffold import MakeRequest, ScaffoldError, make, python_literal
 
 PACKAGE = project.PACKAGE
+# Files written from stubs, the lanes given: no broker and no other answer.
+pytestmark = pytest.mark.answer_independent
 
 
 @pytest.fixture

@@ -34,6 +34,9 @@ from workergen_runtime.log import TaskContextFilter
 from workergen_runtime.worker.consumer import LaneDelayedDelivery
 from workergen_runtime.worker.pool import DeadlinePool, Deadlines, QuietResultHandler
 
+# Read from the installed libraries, whichever broker the project has.
+pytestmark = pytest.mark.answer_independent
+
 # (library class, private method, its parameters, the runtime's class overriding it
 # or None where the runtime only calls it). Parameters: `name`, `name=` (has a
 # default), `*name`, `**name`, and Python's `/` and `*` markers; a tuple holds
