@@ -29,6 +29,17 @@ def only_on(*brokers: str, because: str = "") -> pytest.MarkDecorator:
     )
 
 
+# Code for a test's own process that sends to UNREACHABLE_BROKER: the dispatch retries as
+# often as the runtime's policy says, without the pauses between (1.5 s in all) that only
+# delay its answer. test_cli.py checks that a dispatch to a dead broker fails fast as it is.
+RETRIES_WITHOUT_PAUSES = (
+    "from workergen_runtime.celery_app import app as _celery\n"
+    "_celery.conf.task_publish_retry_policy = {\n"
+    "    **_celery.conf.task_publish_retry_policy, 'interval_step': 0, 'interval_max': 0\n"
+    "}\n"
+)
+
+
 # RabbitMQ holds a message unacknowledged for as long as it takes: it has no visibility
 # timeout, and no setting is checked against one.
 with_a_visibility_timeout = only_on("redis", "sqs", because="RabbitMQ has no visibility timeout")

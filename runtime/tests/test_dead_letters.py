@@ -291,6 +291,9 @@ def busy_worker(monkeypatch) -> threading.Event:
     busy = threading.Event()
     busy.set()
     monkeypatch.setattr(policies, "worker_is_quiet", lambda: not busy.is_set())
+    # A shorter quiet moment: the tests wait in multiples of it, and a busy worker has none.
+    monkeypatch.setattr(policies, "QUIET_FOR", 0.2)
+    monkeypatch.setattr(policies, "QUIET_POLL", 0.05)
     return busy
 
 
@@ -335,7 +338,7 @@ def test_a_message_given_back_starts_the_check_put_off_at_once(
 def test_a_worker_busy_for_long_checks_its_policies_all_the_same(
     tmp_path, monkeypatch, busy_worker: threading.Event, rules_restored: None
 ) -> None:
-    monkeypatch.setattr(policies, "QUIET_WAIT", 1.0)
+    monkeypatch.setattr(policies, "QUIET_WAIT", 0.5)
     thread, calls = started_check(tmp_path, monkeypatch)
     thread.join(20)
     assert [call[1] for call in calls()] == ["list_policies"]

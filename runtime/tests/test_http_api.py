@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER
+from bound import PACKAGE, PROJECT_ROOT, RETRIES_WITHOUT_PAUSES, UNREACHABLE_BROKER
 from fastapi.testclient import TestClient
 
 from workergen_runtime import project
@@ -172,6 +172,7 @@ def test_broker_down_gives_503_with_retry_after_and_health_stays_up(tmp_path: Pa
     code = (
         "from fastapi.testclient import TestClient\n"
         f"import {PACKAGE}\n"
+        f"{RETRIES_WITHOUT_PAUSES}"
         "from workergen_runtime.ops.http_api import create_http_app\n"
         "api = TestClient(create_http_app())\n"
         "job = api.post('/jobs/hello', json={'name': 'x'})\n"

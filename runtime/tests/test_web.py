@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER
+from bound import PACKAGE, PROJECT_ROOT, RETRIES_WITHOUT_PAUSES, UNREACHABLE_BROKER
 
 # A user's app: its own route queues the sample project's hello job.
 APP = f"""
@@ -106,7 +106,7 @@ def test_the_status_route_reports_a_finished_job_and_its_result(tmp_path: Path) 
 
 
 def test_a_broker_that_is_down_is_503_with_retry_after_and_nothing_queued(tmp_path: Path) -> None:
-    code = (
+    code = RETRIES_WITHOUT_PAUSES + (
         "answer = client.post('/greetings/Ada')\n"
         "print(json.dumps({'status': answer.status_code,"
         " 'retry': answer.headers.get('retry-after'), 'body': answer.json()}))\n"
