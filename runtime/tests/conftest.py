@@ -69,11 +69,6 @@ ANSWER_INDEPENDENT = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "answer_independent: cannot depend on the broker or the other answers; "
-        "runs in the default run only",
-    )
     # Before any test module is imported: subprocesses inherit the environment.
     for name in [name for name in os.environ if name.lower() in SETTING_VARIABLES]:
         del os.environ[name]
