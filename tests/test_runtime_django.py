@@ -2,7 +2,8 @@
 
 runtime/tests/django runs against a sample Django project (runtime/tests/django/sample)
 whose broker comes from the environment; a process serves one project, so each broker
-runs in a process of its own, with a PostgreSQL database of its own.
+runs in a process of its own, with a PostgreSQL database of its own. The tests no
+broker can change run in the Redis run only (skipped, with the reason, in the others).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def test_the_runtime_django_tests_pass(broker: str) -> None:
     assert done.returncode == 0, output
     assert re.search(r"\b[1-9]\d* passed\b", done.stdout), output
     assert f"django sample project: broker {broker}, database {database}" in done.stdout, output
+    # The broker-independent tests run in the Redis run, and only there.
+    independent = "broker-independent: runs in the redis run"
+    assert (independent in done.stdout) is (broker != "redis"), output
 
 
 def test_workergen_make_job_writes_into_the_django_app_that_app_names(tmp_path: Path) -> None:

@@ -24,8 +24,9 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from workers import manage, wait_for, work
+from workers import SHARED_WORKER, dead_letter_recorded, manage, wait_for, work
 
+from conftest import SharedWorker
 from support.brokers import REDIS_URL, require_broker
 from workergen_runtime import project
 from workergen_runtime.celery_app import create_app
@@ -484,18 +485,9 @@ def test_a_message_naming_a_task_of_an_installed_app_is_taken(backend: Any) -> N
 
 # --- end to end: a worker of the sample project ----------------------------------------------
 
+# The priority test starts a worker of its own; the others share the session's
+# (conftest.py's fixture `worker`).
 WAIT = 60
-
-
-SHARED_WORKER: list[bool] = []
-
-
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One worker for the module's tests: each waits on what it sent, by row or task id."""
-    with work(tmp_path_factory.mktemp("worker")):
-        SHARED_WORKER.append(True)
-        yield
 
 
 @pytest.mark.skipif(
@@ -509,17 +501,22 @@ def test_on_redis_the_higher_priority_runs_first(tmp_path: Path) -> None:
     for priority in (-100, 0, 100, -10):
         app_tasks.append.using(priority=priority).enqueue(row.pk, str(priority))
     # Queued before the worker starts: it takes them one at a time, by priority.
-    with work(tmp_path):
+    # Stopped while the shared worker starts: that one waits for it to be gone.
+    with work(tmp_path, stop_later=True):
         wait_for(lambda: len(reloaded(row).note.split()) == 4, WAIT, "the four tasks")
     assert row.note.split() == ["100", "0", "-10", "-100"]
 
 
-def dead_letter(task_id: str) -> dict[str, Any] | None:
-    """The dead letter of a job as `manage.py workergen dlq list --json` shows it, if listed."""
+def dead_letter(task_id: str) -> dict[str, Any]:
+    """The dead letter of a job as `manage.py workergen dlq list --json` shows it, once
+    the worker recorded it (waited for in this process: a `manage.py` each time is slow)."""
+    dead_letter_recorded(task_id, WAIT)
     listed = manage("dlq", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     letters = [json.loads(line) for line in listed.stdout.splitlines() if line.strip()]
-    return next((letter for letter in letters if letter["task_id"] == task_id), None)
+    letter = next((letter for letter in letters if letter["task_id"] == task_id), None)
+    assert letter is not None, f"dlq list --json does not list job {task_id}: {listed.stdout}"
+    return letter
 
 
 def account(email: str) -> Any:
@@ -534,7 +531,7 @@ def reloaded(row: Any) -> Any:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_task_runs_on_the_worker_beside_a_job(worker: None) -> None:
+def test_a_task_runs_on_the_worker_beside_a_job(worker: SharedWorker) -> None:
     from accounts.jobs.welcome import welcome
 
     row = account("task@example.com")
@@ -545,27 +542,27 @@ def test_a_task_runs_on_the_worker_beside_a_job(worker: None) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_async_task_runs_on_the_worker(worker: None) -> None:
+def test_an_async_task_runs_on_the_worker(worker: SharedWorker) -> None:
     row = account("async@example.com")
     app_tasks.note_later.enqueue(row.pk, "awaited")
     wait_for(lambda: reloaded(row).note == "awaited", WAIT, "the async task")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_task_runs_after_its_run_after(worker: None) -> None:
+def test_a_task_runs_after_its_run_after(worker: SharedWorker) -> None:
     row = account("later@example.com")
     app_tasks.note.enqueue(row.pk, "warm")  # the worker is up once this ran
     wait_for(lambda: reloaded(row).note == "warm", WAIT, "the first task")
     queued = time.monotonic()
-    app_tasks.note.using(run_after=datetime.now(UTC) + timedelta(seconds=3)).enqueue(row.pk, "late")
+    app_tasks.note.using(run_after=datetime.now(UTC) + timedelta(seconds=2)).enqueue(row.pk, "late")
     wait_for(lambda: reloaded(row).note == "late", WAIT, "the delayed task")
-    assert time.monotonic() - queued >= 2.5
+    assert time.monotonic() - queued >= 1.5
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: None) -> None:
+def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: SharedWorker) -> None:
     result = app_tasks.fail.enqueue("broken on purpose")
-    letter = wait_for(lambda: dead_letter(result.id), WAIT, "its dead letter")
+    letter = dead_letter(result.id)
     assert (letter["task_name"], letter["reason"]) == (tasks.TASK_JOB, "failed")
     assert letter["exception"] == "ValueError: broken on purpose"
     assert letter["args"] == ["accounts.tasks.fail", ["broken on purpose"], {}]
@@ -573,12 +570,12 @@ def test_a_failing_task_is_a_dead_letter_in_dlq_list(worker: None) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_message_naming_another_module_is_dead_lettered_unrun(
-    worker: None, tmp_path: Path
+    worker: SharedWorker, tmp_path: Path
 ) -> None:
     touched = tmp_path / "touched"
     job = task_backends["default"].job
     sent = job.dispatch_with(args=["os.system", [f"touch {touched}"], {}])
-    letter = wait_for(lambda: dead_letter(sent.id), WAIT, "its dead letter")
+    letter = dead_letter(sent.id)
     assert letter["reason"] == MALFORMED
     assert "'os.system' is not in a module of an installed app" in letter["exception"]
     assert not touched.exists()
