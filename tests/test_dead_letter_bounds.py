@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from support.brokers import RABBITMQ_URL, REDIS_URL, require_broker
-from support.faults import dead_letters, rabbitmq_lock, wait_for
+from support.faults import dead_letters, rabbitmq_lock, wait_for, wait_for_dead_letters
 from support.hostile import Hostile, put_on_redis
 from support.projects import Project, unique_namespace
 
@@ -92,9 +92,7 @@ def test_a_store_that_fails_is_retried_with_backoff_never_in_a_hot_loop(
         lines = len(worker.log().splitlines()) - lines
         cpu = cpu_seconds(worker.process.pid) - cpu
         client.delete(f"{ns}.default.dlq")
-        letters = wait_for(
-            lambda: dead_letters(project), 30, "the dead letter, once it can be kept"
-        )
+        letters = wait_for_dead_letters(project, 1, 30, worker)
         assert worker.process.poll() is None
     print(f"\n[redis] failing store: {lines} log lines and {cpu:.2f} s CPU in 10 s")
     assert lines < 60, worker.log()[-3000:]
@@ -162,7 +160,7 @@ def dead_letter_of(project: Project, arguments: str) -> tuple[dict, str]:
         sent = project.python(code, timeout=120)
         assert sent.returncode == 0, sent.stderr
         task_id = sent.stdout.split()[-1]
-        [letter] = wait_for(lambda: dead_letters(project), 120, "the dead letter")
+        [letter] = wait_for_dead_letters(project, 1, 120, worker)
         log = worker.log()
     assert letter["id"] == task_id
     return letter, log

@@ -11,12 +11,14 @@ import pytest
 
 from support.brokers import require_rabbitmqctl
 from support.faults import (
+    DEAD_LETTERED,
     add_fault_jobs,
     dead_letters,
     dispatch,
     rabbitmq_lock,
     runs,
     wait_for,
+    wait_for_dead_letters,
 )
 from support.projects import Project, unique_namespace, wait_for_files
 from support.rabbitmq import lane_policies, remove_namespace
@@ -87,12 +89,12 @@ def test_a_worker_consumes_before_its_policies_are_checked_then_sets_them(
 def test_a_failing_job_reaches_the_dead_letter_queue_after_its_attempts(
     project: Project, folder: Path
 ) -> None:
-    with project.worker("--concurrency", "2"):
+    with project.worker("--concurrency", "2") as worker:
         project.dispatch_probes(folder, [f"before-{i}" for i in range(4)])
         [pill] = dispatch(project, "always_fails", [str(folder), "pill"])
         project.dispatch_probes(folder, [f"after-{i}" for i in range(4)])
         wait_for_files(folder, [f"before-{i}" for i in range(4)] + [f"after-{i}" for i in range(4)])
-        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker)
     assert [letter["id"] for letter in letters] == [pill]
     assert runs(folder, "pill", "attempt") == 3
     letter = letters[0]
@@ -108,7 +110,7 @@ def test_a_job_that_kills_its_worker_is_dead_lettered_after_bounded_deliveries(
         [pill] = dispatch(project, "crashes", [str(folder), "pill"])
         project.dispatch_probes(folder, [f"healthy-{i}" for i in range(6)])
         wait_for_files(folder, [f"healthy-{i}" for i in range(6)])
-        letters = wait_for(lambda: dead_letters(project), 90, "the dead letter")
+        letters = wait_for_dead_letters(project, 1, 90, worker)
         assert worker.process is not None and worker.process.poll() is None
     assert runs(folder, "pill", "attempt") == MAX_DELIVERIES
     assert [(x["id"], x["reason"]) for x in letters] == [(pill, "delivery-limit")]
@@ -122,7 +124,7 @@ def test_a_job_gets_its_soft_time_limit_then_is_killed_and_dead_lettered_at_the_
         project.dispatch_probes(folder, ["before"])
         wait_for_files(folder, ["before"])  # other jobs' limits are armed and cancelled first
         [overrun] = dispatch(project, "overruns", [str(folder), "slowpoke"])
-        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker)
         project.dispatch_probes(folder, ["after"])
         wait_for_files(folder, ["after"])
         assert worker.process is not None and worker.process.poll() is None
@@ -136,16 +138,15 @@ def test_pickle_and_unknown_jobs_end_in_the_dead_letter_queue_unrun(
     project: Project, folder: Path
 ) -> None:
     pickled_id, unknown_id = str(uuid.uuid4()), str(uuid.uuid4())
-    with project.worker("--queue", "default", UNKNOWN_TASK_GRACE="0"):
+    with project.worker("--queue", "default", UNKNOWN_TASK_GRACE="0") as worker:
         project.send_raw(
             f"{PACKAGE}.probe", [str(folder), "pickled"], task_id=pickled_id, serializer="pickle"
         )
         project.send_raw(f"{PACKAGE}.no_such_job", [], task_id=unknown_id)
         project.dispatch_probes(folder, ["json-after"])
         wait_for_files(folder, ["json-after"])
-        letters = wait_for(
-            lambda: len(found := dead_letters(project)) == 2 and found, 30, "two dead letters"
-        )
+        letters = wait_for_dead_letters(project, 2, 30, worker)
+    assert len(letters) == 2, letters
     assert not (folder / "pickled").exists()
     by_id = {letter["id"]: letter for letter in letters}
     assert by_id[pickled_id]["reason"] == "refused"
@@ -155,10 +156,11 @@ def test_pickle_and_unknown_jobs_end_in_the_dead_letter_queue_unrun(
 
 
 def test_dlq_list_show_replay_and_purge(project: Project, folder: Path) -> None:
-    with project.worker("--concurrency", "2"):
+    with project.worker("--concurrency", "2") as worker:
         [first] = dispatch(project, "always_fails", [str(folder), "first"])
         [second] = dispatch(project, "always_fails", [str(folder), "second"], lane="batch")
-        wait_for(lambda: len(dead_letters(project)) == 2, 60, "two dead letters")
+        letters = wait_for_dead_letters(project, 2, 60, worker)
+        assert len(letters) == 2, letters
 
         listed = project.run("dlq", "list")
         assert listed.returncode == 0
@@ -178,8 +180,10 @@ def test_dlq_list_show_replay_and_purge(project: Project, folder: Path) -> None:
         assert dead_letters(project) == []
 
         (folder / "fixed").unlink()
+        # The worker's log still counts the first two letters, replayed since.
+        logged = worker.log().count(DEAD_LETTERED)
         [third] = dispatch(project, "always_fails", [str(folder), "third"])
-        letters = wait_for(lambda: dead_letters(project), 60, "the third dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker, logged_before=logged)
         assert [x["id"] for x in letters] == [third]
         purged = project.run("dlq", "purge", "--yes", "--lane", "default")
         assert purged.returncode == 0 and "purged 1" in purged.stdout

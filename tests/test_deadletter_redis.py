@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for
+from support.faults import add_fault_jobs, dead_letters, dispatch, runs, wait_for_dead_letters
 from support.projects import Project, redis_project, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -49,7 +49,7 @@ def test_a_failing_job_is_dead_lettered_after_its_attempts_while_healthy_jobs_ru
         [pill] = dispatch(project, "always_fails", [str(folder), "pill"])
         project.dispatch_probes(folder, [f"after-{i}" for i in range(4)])
         wait_for_files(folder, [f"before-{i}" for i in range(4)] + [f"after-{i}" for i in range(4)])
-        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker)
         noted = wait_for_files(folder, [f"dead-lettered.{pill}"], timeout=10)
         assert worker.process is not None
     # The hook ran once the letter was stored, in the worker's main process.
@@ -73,7 +73,7 @@ def test_a_job_that_kills_its_worker_is_dead_lettered_after_bounded_deliveries(
         [pill] = dispatch(project, "crashes", [str(folder), "pill"])
         project.dispatch_probes(folder, [f"healthy-{i}" for i in range(6)])
         wait_for_files(folder, [f"healthy-{i}" for i in range(6)])
-        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker)
         assert worker.process is not None and worker.process.poll() is None
     assert runs(folder, "pill", "attempt") == MAX_DELIVERIES
     assert [(x["id"], x["reason"]) for x in letters] == [(pill, "delivery-limit")]
@@ -82,9 +82,9 @@ def test_a_job_that_kills_its_worker_is_dead_lettered_after_bounded_deliveries(
 def test_a_job_past_its_hard_time_limit_is_dead_lettered_not_requeued(
     project: Project, folder: Path
 ) -> None:
-    with project.worker("--concurrency", "1"):
+    with project.worker("--concurrency", "1") as worker:
         [overrun] = dispatch(project, "overruns", [str(folder), "slowpoke"])
-        letters = wait_for(lambda: dead_letters(project), 60, "the dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker)
         project.dispatch_probes(folder, ["after"])
         wait_for_files(folder, ["after"])
     assert [(x["id"], x["reason"]) for x in letters] == [(overrun, "time-limit")]
@@ -99,12 +99,11 @@ def test_pickle_and_unknown_jobs_are_never_run_and_kept_as_dead_letters(
         f"{PACKAGE}.probe", [str(folder), "pickled"], task_id=pickled_id, serializer="pickle"
     )
     project.send_raw(f"{PACKAGE}.no_such_job", [], task_id=unknown_id)
-    with project.worker("--queue", "default", UNKNOWN_TASK_GRACE="0"):
+    with project.worker("--queue", "default", UNKNOWN_TASK_GRACE="0") as worker:
         project.dispatch_probes(folder, ["json-after"])
         wait_for_files(folder, ["json-after"])
-        letters = wait_for(
-            lambda: len(found := dead_letters(project)) == 2 and found, 30, "two dead letters"
-        )
+        letters = wait_for_dead_letters(project, 2, 30, worker)
+    assert len(letters) == 2, letters
     assert not (folder / "pickled").exists()
     by_id = {letter["id"]: letter for letter in letters}
     assert by_id[pickled_id]["reason"] == "refused"
@@ -117,10 +116,11 @@ def test_pickle_and_unknown_jobs_are_never_run_and_kept_as_dead_letters(
 
 
 def test_dlq_list_show_replay_and_purge(project: Project, folder: Path) -> None:
-    with project.worker("--concurrency", "2"):
+    with project.worker("--concurrency", "2") as worker:
         [first] = dispatch(project, "always_fails", [str(folder), "first"])
         [second] = dispatch(project, "always_fails", [str(folder), "second"], lane="batch")
-        wait_for(lambda: len(dead_letters(project)) == 2, 60, "two dead letters")
+        letters = wait_for_dead_letters(project, 2, 60, worker)
+        assert len(letters) == 2, letters
 
         listed = project.run("dlq", "list")
         assert listed.returncode == 0

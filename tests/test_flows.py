@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import dead_letters, rabbitmq_lock, wait_for
+from support.faults import rabbitmq_lock, wait_for_dead_letters
 from support.projects import Project, unique_namespace, wait_for_files
 from support.rabbitmq import remove_namespace
 
@@ -120,11 +120,11 @@ def test_a_failing_member_is_dead_lettered_and_the_callback_never_runs(
         f"member.s({str(folder)!r}, {t!r}, fail={t == 'b'})" for t in ("a", "b", "c")
     )
     flow = f"chord([{members}], callback.s({str(folder)!r}))"
-    with project.worker("--queue", "default", "--concurrency", "2"):
+    with project.worker("--queue", "default", "--concurrency", "2") as worker:
         start(project, flow, wait=None)
         # The other members still run: each is a message of its own.
         wait_for_files(folder, ["member-a", "member-b", "member-c"])
-        letters = wait_for(lambda: dead_letters(project), 60, "the failed member's dead letter")
+        letters = wait_for_dead_letters(project, 1, 60, worker)
         time.sleep(3)
     assert [(x["task_name"], x["reason"]) for x in letters] == [(f"{PACKAGE}.member", "failed")]
     assert letters[0]["args"][1] == "b"

@@ -101,18 +101,20 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
             90,
             f"the healthy jobs\n{worker.log()[-3000:]}",
         )
-        letters = seen = wait_for_dead_letters(project, len(bad), 90, worker)
-        if len(seen) < len(bad):
+        try:
+            letters = wait_for_dead_letters(project, len(bad), 90, worker)
+        except AssertionError as exc:
+            seen = dead_letters(project)
             missing = [m for m in bad if not any(found_in(x, m.token) for x in seen)]
             about = [
                 line for line in worker.log().splitlines() if any(m.token in line for m in missing)
             ]
             raise AssertionError(
-                f"timed out after 90 s: not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
+                f"{exc}: not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
                 + "\n".join(about)[-5000:]
                 + f"\n{len(seen)} listed; queues: {queue_depths(project, broker)}"
                 + f"\nthe worker's log ends:\n{worker.log()[-3000:]}"
-            )
+            ) from None
         assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
         log = worker.log()
     assert "Unrecoverable error" not in log
@@ -199,7 +201,7 @@ def test_a_job_no_worker_has_is_dead_lettered_after_the_grace(
     old, new = old_and_new
     with old.worker("--concurrency", "1", name="old", UNKNOWN_TASK_GRACE="3") as stale:
         [task_id] = dispatch(new, "slow", [str(folder), "fresh", 0])
-        letters = wait_for(lambda: dead_letters(old), 30, "the unknown-task dead letter")
+        letters = wait_for_dead_letters(old, 1, 30, stale)
         assert "back on its lane" in stale.log()
     assert [(x["id"], x["reason"]) for x in letters] == [(task_id, "unknown-task")]
     assert "UNKNOWN_TASK_GRACE=3" in letters[0]["exception"]
@@ -220,7 +222,7 @@ def test_a_message_cannot_raise_its_time_limit(render, redis_url: str, tmp_path:
     folder = tmp_path / "done"
     folder.mkdir()
     try:
-        with proj.worker("--concurrency", "1"):
+        with proj.worker("--concurrency", "1") as worker:
             # `overruns` has limits of 1 s and 2 s and outlives its soft one by 30 s.
             # Its producer asks for more: timelimit [1000, 900] in the headers.
             sent = proj.python(
@@ -231,7 +233,7 @@ def test_a_message_cannot_raise_its_time_limit(render, redis_url: str, tmp_path:
             )
             assert sent.returncode == 0, sent.stderr
             started = time.monotonic()
-            letters = wait_for(lambda: dead_letters(proj), 30, "the time-limit dead letter")
+            letters = wait_for_dead_letters(proj, 1, 30, worker)
             elapsed = time.monotonic() - started
         assert [x["reason"] for x in letters] == ["time-limit"]
         assert letters[0]["headers"]["timelimit"] == [1000, 900]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.faults import child_pids, dead_letters, kill_worker_outright, runs, wait_for
+from support.faults import child_pids, kill_worker_outright, runs, wait_for, wait_for_dead_letters
 from support.projects import Project, Worker
 from support.scheduling import BROKERS, broker_project, give_body, make
 
@@ -199,7 +199,7 @@ def test_an_idempotent_job_dead_lettered_after_crashing_runs_when_replayed(
     (folder / "lost.crash").touch()
     with project.worker("--queue", "default", "--concurrency", "1", TASK_MAX_DELIVERIES="2") as w:
         charge(project, f"ChargeJob.dispatch({str(folder)!r}, 'lost')")
-        [letter] = wait_for(lambda: dead_letters(project), 120, "the job to be dead-lettered")
+        [letter] = wait_for_dead_letters(project, 1, 120, w)
         assert letter["reason"] == "delivery-limit", letter
         assert runs(folder, "lost", "started") == 2
         (folder / "lost.crash").unlink()

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from support.brokers import IN_CI
-from support.faults import add_fault_jobs, dead_letters, dispatch, rabbitmq_lock, runs, wait_for
+from support.faults import (
+    add_fault_jobs,
+    dead_letters,
+    dispatch,
+    rabbitmq_lock,
+    runs,
+    wait_for_dead_letters,
+)
 from support.projects import Project, unique_namespace, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
@@ -82,7 +89,7 @@ def test_on_quorum_lanes_delayed_jobs_and_retries_stay_in_their_namespace(
         ran = wait_for_files(
             folder, ["bare-delayed", "bare-now", "named-delayed", "named-now"], timeout=60
         )
-        [letter] = wait_for(lambda: dead_letters(named), 90, "the retried job's dead letter")
+        [letter] = wait_for_dead_letters(named, 1, 90, named_worker)
         bare_log, named_log = bare_worker.log(), named_worker.log()
     assert ran == {
         "bare-delayed": "bare",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import signal
 import time
@@ -127,24 +128,46 @@ DEAD_LETTERED = "Dead-lettered "
 
 
 def wait_for_dead_letters(
-    project: Project, count: int, timeout: float, worker: Worker | None = None, **env: str
+    project: Project,
+    count: int,
+    timeout: float,
+    worker: Worker | None = None,
+    *,
+    logged_before: int = 0,
+    **env: str,
 ) -> list[dict]:
-    """`dlq list --json` once it shows `count` letters, or what it shows after `timeout`.
+    """`dlq list --json` once it shows `count` letters; fails after `timeout` seconds.
 
     A listing is a process of its own: with the worker that stores the letters, it runs
-    once the worker's log says it stored that many, and every few seconds regardless
-    (a letter the broker moved, such as an SQS redrive, is in no worker's log).
+    once the worker's log says it stored that many (beyond `logged_before`, the letters it
+    logged earlier and that are listed no more), at most once a second, and every few
+    seconds regardless (a letter the broker moved, such as an SQS redrive, is in no
+    worker's log). Without a worker, it runs every second.
     """
     deadline = time.monotonic() + timeout
-    listed_at = 0.0
+    listed_at = -math.inf
     while True:
         now = time.monotonic()
-        logged = worker is not None and worker.log().count(DEAD_LETTERED) >= count
-        if worker is None or logged or now - listed_at > 3 or now > deadline:
+        late = now > deadline
+        since = now - listed_at
+        logged = (
+            worker is not None
+            and since > 1
+            and worker.log().count(DEAD_LETTERED) >= logged_before + count
+        )
+        if worker is None or late or logged or since > 3:
             letters = dead_letters(project, **env)
             listed_at = now
-            if len(letters) >= count or now > deadline:
+            if len(letters) >= count:
                 return letters
+            if late:
+                logs = worker.log().count(DEAD_LETTERED) if worker else None
+                stored = "" if logs is None else f", {logs} logged by the worker"
+                reasons = sorted({str(x.get("reason")) for x in letters})
+                raise AssertionError(
+                    f"timed out after {timeout} s waiting for {count} dead letter(s): "
+                    f"{len(letters)} listed {reasons}{stored}"
+                )
         time.sleep(1 if worker is None else 0.2)
 
 
