@@ -18,6 +18,21 @@ UNREACHABLE_BROKER = {
     "sqs": "sqs://key:secret@127.0.0.1:9",
 }[BROKER]
 
+# The run with every answer at its default.
+DEFAULT_RUN = (
+    BROKER == "redis"
+    and project.QUEUE_TYPE == "classic"
+    and not project.HTTP_API
+    and project.DEFAULT_NAMESPACE == "billing"
+)
+# A test no broker or answer can change: it runs once, in the default run, and the
+# others skip it (tests/test_runtime_suite.py checks both).
+answer_independent = pytest.mark.skipif(
+    not DEFAULT_RUN,
+    reason="answer-independent: the same whatever the broker and answers; "
+    "it runs in the default run (redis, default answers)",
+)
+
 
 def only_on(*brokers: str, because: str = "") -> pytest.MarkDecorator:
     """Skip the test unless the project's broker is one of `brokers`."""

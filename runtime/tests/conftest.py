@@ -11,9 +11,9 @@ the environment, so one run covers one combination of them:
 
 A test that holds for some of them only is skipped, with the reason, on the
 others; the repository's tests/test_runtime_suite.py runs every combination.
-A test marked `answer_independent` cannot depend on any of them (it reads no
-broker, namespace, lane queue, HTTP front door, worker or dispatch): it runs in
-the default run only (no variable set) and is skipped, saying so, in the others.
+A test marked `answer_independent` (bound.py) cannot depend on any of them (it
+reads no broker, namespace, lane queue, HTTP front door, worker or dispatch): it
+runs in the default run only (no variable set) and is skipped, saying so, in the others.
 The environment is the repository's: the runtime with all its extras.
 
 And the tests read no settings from the developer's shell or `.env`: a developer
@@ -55,19 +55,6 @@ def pytest_report_header() -> str:
     )
 
 
-# The run with every answer at its default: the one that runs the answer_independent tests.
-DEFAULT_RUN = (
-    project.BROKER == "redis"
-    and project.QUEUE_TYPE == "classic"
-    and not project.HTTP_API
-    and project.DEFAULT_NAMESPACE == "billing"
-)
-ANSWER_INDEPENDENT = (
-    "answer-independent: the same whatever the broker and answers; "
-    "it runs in the default run (redis, default answers)"
-)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     # Before any test module is imported: subprocesses inherit the environment.
     for name in [name for name in os.environ if name.lower() in SETTING_VARIABLES]:
@@ -78,15 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
     with tempfile.TemporaryDirectory() as empty, chdir(empty):
         assert app.settings == Settings(_env_file=None)
     get_settings.cache_clear()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if DEFAULT_RUN:
-        return
-    skip = pytest.mark.skip(reason=ANSWER_INDEPENDENT)
-    for item in items:
-        if item.get_closest_marker("answer_independent"):
-            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

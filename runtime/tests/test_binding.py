@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from bound import answer_independent
 
 import workergen_runtime
 
@@ -29,10 +29,6 @@ def run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-# No project is bound in these processes: no answer can be read there.
-answer_independent = pytest.mark.answer_independent
-
-
 def test_importing_the_project_binds_the_runtime_to_its_answers() -> None:
     done = run(
         "import billing\n"
@@ -45,6 +41,8 @@ def test_importing_the_project_binds_the_runtime_to_its_answers() -> None:
     assert done.stdout.split() == ["billing", "('critical',", "'default',", "'batch')", "sqs"]
 
 
+# No project is bound in the processes of the tests marked answer_independent: no
+# answer can be read there.
 @answer_independent
 def test_without_a_project_the_runtime_says_how_to_bind_one() -> None:
     done = run("from workergen_runtime import project\nproject.LANES\n")

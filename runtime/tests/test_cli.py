@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 import typer
-from bound import PACKAGE, PROJECT_ROOT, UNREACHABLE_BROKER, with_a_visibility_timeout
+from bound import (
+    PACKAGE,
+    PROJECT_ROOT,
+    UNREACHABLE_BROKER,
+    answer_independent,
+    with_a_visibility_timeout,
+)
 from typer.testing import CliRunner
 
 from workergen_runtime import project
@@ -17,8 +23,6 @@ from workergen_runtime.cli.main import app
 from workergen_runtime.worker.start import choose_pool, worker_argv
 
 runner = CliRunner()
-# The same whatever the broker and answers: the default run runs it (conftest.py).
-answer_independent = pytest.mark.answer_independent
 
 
 @answer_independent

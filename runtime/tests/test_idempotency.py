@@ -1,11 +1,11 @@
 """Idempotent jobs: what a delivery does with a key it finds claimed, without a broker."""
 
-import pytest
+from bound import answer_independent
 
 from workergen_runtime.idempotency import Claim, Holder, Verdict, decide
 
 # What a claim decides, a pure function: no broker and no answer of the project.
-pytestmark = pytest.mark.answer_independent
+pytestmark = answer_independent
 
 ME = Holder("worker-1+4026531836", 100, "555")
 SIBLING = Holder("worker-1+4026531836", 101, "556")

@@ -3,12 +3,13 @@
 import logging
 
 import pytest
+from bound import answer_independent
 
 from workergen_runtime.log import OUTCOME_LOGGER, RECEIVED_LOGGER, configure_logging
 
 PER_JOB_LOGGERS = (RECEIVED_LOGGER, OUTCOME_LOGGER)
 # Log levels and format: no broker and no answer of the project.
-pytestmark = pytest.mark.answer_independent
+pytestmark = answer_independent
 
 
 @pytest.fixture(autouse=True)

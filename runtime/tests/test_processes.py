@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+from bound import answer_independent
 
 from workergen_runtime.brokers.redis.recovery import Owner
 from workergen_runtime.worker.processes import (
@@ -19,7 +20,7 @@ from workergen_runtime.worker.processes import (
 
 linux_only = pytest.mark.skipif(not this_process().started, reason="start times come from /proc")
 # Processes of this host: no broker and no answer of the project.
-pytestmark = pytest.mark.answer_independent
+pytestmark = answer_independent
 
 
 @pytest.mark.skipif(os.name == "nt", reason="Windows: other processes are not probed")

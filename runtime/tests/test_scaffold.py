@@ -4,6 +4,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from bound import answer_independent
 
 from workergen_runtime import project, scaffold
 from workergen_runtime.naming import InvalidNameError, normalize_name
@@ -11,7 +12,7 @@ from workergen_runtime.scaffold import MakeRequest, ScaffoldError, make, python_
 
 PACKAGE = project.PACKAGE
 # Files written from stubs, the lanes given: no broker and no other answer.
-pytestmark = pytest.mark.answer_independent
+pytestmark = answer_independent
 
 
 @pytest.fixture

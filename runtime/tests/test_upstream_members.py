@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from billiard.pool import ApplyResult, Pool, TimeoutHandler
+from bound import answer_independent
 from celery import Celery
 from celery.concurrency.asynpool import AsynPool, ResultHandler
 from celery.schedules import crontab
@@ -35,7 +36,7 @@ from workergen_runtime.worker.consumer import LaneDelayedDelivery
 from workergen_runtime.worker.pool import DeadlinePool, Deadlines, QuietResultHandler
 
 # Read from the installed libraries, whichever broker the project has.
-pytestmark = pytest.mark.answer_independent
+pytestmark = answer_independent
 
 # (library class, private method, its parameters, the runtime's class overriding it
 # or None where the runtime only calls it). Parameters: `name`, `name=` (has a
