@@ -11,7 +11,7 @@ import pytest
 
 from support.brokers import sqs_client
 from support.faults import dead_letters, wait_for_dead_letters
-from support.projects import Project, Worker, unique_namespace, wait_for_files
+from support.projects import Project, unique_namespace, wait_for_files
 
 pytestmark = [pytest.mark.broker, pytest.mark.e2e]
 
@@ -132,15 +132,6 @@ def test_worker_runs_jobs_on_default_and_named_lanes(project: Project, tmp_path:
     assert len(ran) == 6
 
 
-def wait_for_a_dead_letter(project: Project, timeout: float, worker: Worker) -> list[dict]:
-    """The dead letters once one is listed; on a time-out, fails with the worker's log."""
-    try:
-        return wait_for_dead_letters(project, 1, timeout, worker)
-    except AssertionError as exc:
-        listed = dead_letters(project)
-        raise AssertionError(f"{exc}; listed again: {listed}\n{worker.log()[-4000:]}") from None
-
-
 @pytest.fixture
 def failing(project: Project) -> Project:
     (project.root / PACKAGE / "jobs" / "failing.py").write_text(
@@ -163,7 +154,7 @@ def test_a_failing_job_is_dead_lettered_listed_shown_and_replayed_once_fixed(
     with failing.worker("--queue", "batch", "--concurrency", "1") as worker:
         failing.dispatch_probes(done, ["healthy"], lane="batch")
         wait_for_files(done, ["healthy"])
-        letters = wait_for_a_dead_letter(failing, 120, worker)
+        letters = wait_for_dead_letters(failing, 1, 120, worker)
         assert len(letters) == 1, worker.log()[-4000:]
         letter = letters[0]
         assert letter["task_name"] == f"{PACKAGE}.poison"
@@ -194,7 +185,7 @@ def test_a_job_that_crashes_its_worker_is_dead_lettered_after_max_deliveries(
     )
     assert dispatch.returncode == 0, dispatch.stderr
     with failing.worker("--queue", "default", "--concurrency", "1") as worker:
-        letters = wait_for_a_dead_letter(failing, 150, worker)
+        letters = wait_for_dead_letters(failing, 1, 150, worker)
         failing.dispatch_probes(done, ["after-crash"])
         wait_for_files(done, ["after-crash"])
         log = worker.log()
@@ -247,7 +238,7 @@ def test_a_pickle_message_is_never_executed_and_is_dead_lettered(
     with project.worker("--queue", "default") as worker:
         project.dispatch_probes(done, ["json-after"])
         wait_for_files(done, ["json-after"])
-        letters = wait_for_a_dead_letter(project, 120, worker)
+        letters = wait_for_dead_letters(project, 1, 120, worker)
         log = worker.log()
     assert not (done / "pickled").exists()
     assert len(letters) == 1, log[-4000:]

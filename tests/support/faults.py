@@ -161,12 +161,13 @@ def wait_for_dead_letters(
             if len(letters) >= count:
                 return letters
             if late:
-                logs = worker.log().count(DEAD_LETTERED) if worker else None
-                stored = "" if logs is None else f", {logs} logged by the worker"
+                log = worker.log() if worker else ""
+                stored = f", {log.count(DEAD_LETTERED)} logged by the worker" if worker else ""
                 reasons = sorted({str(x.get("reason")) for x in letters})
                 raise AssertionError(
                     f"timed out after {timeout} s waiting for {count} dead letter(s): "
                     f"{len(letters)} listed {reasons}{stored}"
+                    + (f"\nthe worker's log ends:\n{log[-4000:]}" if worker else "")
                 )
         time.sleep(1 if worker is None else 0.2)
 
