@@ -110,10 +110,9 @@ def test_hostile_messages_are_dead_lettered_while_healthy_jobs_run_once(
                 line for line in worker.log().splitlines() if any(m.token in line for m in missing)
             ]
             raise AssertionError(
-                f"{exc}: not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
+                f"not dead-lettered: {[(m.kind, m.token) for m in missing]}\n"
                 + "\n".join(about)[-5000:]
-                + f"\n{len(seen)} listed; queues: {queue_depths(project, broker)}"
-                + f"\nthe worker's log ends:\n{worker.log()[-3000:]}"
+                + f"\n{len(seen)} listed; queues: {queue_depths(project, broker)}\n{exc}"
             ) from None
         assert worker.process is not None and worker.process.poll() is None, worker.log()[-4000:]
         log = worker.log()
